@@ -352,11 +352,11 @@ def _named_files(patterns: list[str], output: str | None) -> list[str]:
                     )
                 files.extend(found)
             elif path.is_file():
-                files.append(str(path))
+                files.append(_file_opened_as(str(path)))
             elif path.exists():
                 raise InputError(
                     f"input {match} is not a regular file or a directory (a pipe, socket or device): maps read "
-                    "inputs by byte offset, so write it to a file first"
+                    f"inputs by byte offset, so {_how_to_give(match)}"
                 )
             elif path.is_symlink():  # (named on the command line, or matched by a glob)
                 remedy = "restore its target, or remove the link" if match != pattern else "restore its target"
@@ -566,6 +566,32 @@ def _files_under(folder: Path, skip: str | None, visited: set[str] | None = None
         elif _listed(entry) and not entry.is_file() and not entry.is_dir():
             _refuse_unreadable_entry(entry)  # not left out without a word: its data would be missing
     return files
+
+
+_STANDARD_INPUT_OR_PIPE = re.compile(r"/dev/(stdin|fd/\d+)|/proc/(self|\d+)/fd/\d+")
+"""Names of this process's standard input or another open descriptor: ``/dev/stdin``, or a shell's process
+substitution (``<(zcat logs.gz)``, ``/dev/fd/63``)."""
+
+
+def _how_to_give(name: str) -> str:
+    """What to do with an input ``name`` that is a pipe, socket or device: for standard input or a process
+    substitution, give ``-``, which hop copies to a file itself (was only "write it to a file first")."""
+    if _STANDARD_INPUT_OR_PIPE.fullmatch(os.path.abspath(name)):
+        return "give - to read standard input, which hop copies to a file first (zcat logs.gz | hop run JOB.py - ...)"
+    return "write it to a file first"
+
+
+def _file_opened_as(name: str) -> str:
+    """``name``, or for a name of this process's descriptor that is open on a file (``/dev/stdin`` with ``<
+    in.txt``), that file: the maps open the name in processes of their own, whose ``/dev/stdin`` is another, and it
+    read as empty there (``input file /dev/stdin is now 0 bytes ...: it was truncated or rewritten while the job
+    ran``). One whose file is gone is refused."""
+    if not _STANDARD_INPUT_OR_PIPE.fullmatch(os.path.abspath(name)):
+        return name
+    opened = os.path.realpath(name)
+    if not os.path.isfile(opened):  # (deleted since it was opened: "/tmp/x (deleted)")
+        raise InputError(f"input {name} is a file no longer in any directory: {_how_to_give(name)}")
+    return opened
 
 
 def _refuse_unreadable_entry(entry: Path) -> None:

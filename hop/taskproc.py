@@ -33,7 +33,7 @@ from hop.outputs import OutputRemovedError, OutputWriteError
 from hop.protocol import close_socket, connect_soon, message, unpack
 from hop.spilldirs import scratch_step
 from hop.tasks import TooManyBadRecords, run_map, run_reduce, unencodable_map_output
-from hop.usercode import USER_FAILURES, NoStandardInput, UserCodeError, sendable
+from hop.usercode import TASK_FAILURES, NoStandardInput, UserCodeError, sendable
 from shuffle.buffer import CombinerKeyError, PartitionError
 from shuffle.keys import NanKeyError
 from shuffle.runs import UnencodableRecordError
@@ -99,7 +99,8 @@ def skip_hint(what: str, output: str) -> str:
 
 
 def _failure(kind: str, index: int, attempt: int, error: BaseException, output: str) -> dict[str, Any]:
-    if isinstance(error, SystemExit):  # user code no call of it catches (a job's __init__, an aggregate's finish)
+    if not isinstance(error, Exception):  # user code no call of it catches (a job's __init__, an aggregate's finish):
+        # sys.exit(), or another exception that is no Exception (hop.usercode.TASK_FAILURES)
         error = UserCodeError(f"{kind} task {index}", error, None)
     if isinstance(error, UserCodeError):
         hint = skip_hint("keys" if kind == "reduce" else "records", output) if error.skippable else ""
@@ -218,7 +219,7 @@ def _run_attempt(channel: WorkerChannel, task: dict[str, Any], spec: JobSpec, jo
                 task.get("derived_snapshots") or (),
             )
             _end(channel, "reduce_done", index=index, attempt=attempt, at=time.time(), **result)
-    except USER_FAILURES as error:
+    except TASK_FAILURES as error:
         failure = _failure(kind, index, attempt, error, spec.output)
         _end(
             channel,

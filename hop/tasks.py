@@ -44,7 +44,7 @@ from hop.peak_memory import PeakMemory
 from hop.pipe import PipeBroken, PipeReceiver, PipeSender
 from hop.protocol import unsent_spills
 from hop.usercode import (
-    USER_FAILURES,
+    TASK_FAILURES,
     NoStandardInputError,
     UserCodeError,
     call_user,
@@ -53,7 +53,7 @@ from hop.usercode import (
     sendable,
     shown_key,
 )
-from hop.usertrace import not_pairs, raised_importing, user_traceback
+from hop.usertrace import error_text, not_pairs, raised_importing, user_traceback
 from shuffle import codec
 from shuffle.buffer import (
     FIRST_SPILL_DIVISOR,
@@ -132,7 +132,7 @@ def _hook_output(step: Step | None, where: str) -> list[tuple[Any, Any]]:
     try:
         output = hook()
         return [(key, value) for key, value in checked_pairs(output or ())]  # (here: a non-pair is shown at its yield)
-    except USER_FAILURES as error:
+    except TASK_FAILURES as error:
         raise UserCodeError(where, not_pairs(where, error, output), None) from error
 
 
@@ -181,7 +181,7 @@ def _guarded_combiner(
             # Read as pairs here, while a generator is suspended at the yield that gave a non-pair: not_pairs shows
             # that line (the buffer's own check, after, would show only the engine's frames).
             pairs = [(out_key, out_value) for out_key, out_value in checked_pairs(output or ())]
-        except USER_FAILURES as error:
+        except TASK_FAILURES as error:
             raise UserCodeError("combine", not_pairs("combine", error, output), shown_key(key, show_key)) from error
         for out_key, _ in pairs:
             if out_key is not key and out_key != key:  # (checked here too, to show the keys as show_key does)
@@ -248,7 +248,7 @@ def run_map(
     def partitioner(key: Any) -> int:
         try:
             return partition_method(key, num_reduces)
-        except USER_FAILURES as error:
+        except TASK_FAILURES as error:
             raise UserCodeError("partition", error, shown_key(key)) from error
 
     registered = prefix["spills"]
@@ -499,7 +499,7 @@ def run_map(
                 SpillWriteError,
             ):
                 raise
-            except USER_FAILURES as error:  # the user's map raised, or its output could not be folded
+            except TASK_FAILURES as error:  # the user's map raised, or its output could not be folded
                 where = _describe_record(current[0], buffer.current_record, spec)
                 problem = not_pairs("map", error, buffer.failed_output)
                 if isinstance(error, UnhashableKeyError):
@@ -662,7 +662,9 @@ def _whole_file_batches(
         pairs = checked_pairs(output or ())
         while batch := list(itertools.islice(pairs, WHOLE_FILE_BATCH)):
             yield 0, batch
-    except USER_FAILURES as error:
+    except TASK_FAILURES as error:
+        if isinstance(error, GeneratorExit):
+            raise  # (closed at its yield by the task: the file's call did not fail)
         problem = not_pairs("map", error, output)
         failure = UserCodeError("map", problem, f"{path} (the whole file)")
         # (--skip-bad-records skips such a file, as it skips a record)
@@ -707,15 +709,15 @@ def _skipping_mapper(
     def skipping(key: Any, value: Any) -> Iterable[tuple[Any, Any]]:
         try:
             return list(mapper(key, value) or ())  # all of the record's output, or none of it
-        except Exception as error:
-            if raised_importing(error):  # (the code's fault, not the record's: every record would fail so)
-                raise
+        except TASK_FAILURES as error:
+            if isinstance(error, SystemExit) or raised_importing(error):  # (an import: the code's fault, not the
+                raise  # record's, as every record would fail so; sys.exit() is never skipped)
             offset, record = read_line[0] if read_line else (key, str(value))
             entry = {
                 "file": current[0].path,
                 "offset": offset,
                 "record": record[:1000],
-                "error": f"{type(error).__name__}: {error}",
+                "error": error_text(error),
                 "traceback": user_traceback(error),
             }
             _note_bad_record(bad_records, limit, entry, error)
@@ -1479,7 +1481,7 @@ def reduce_to_file(
                 raise
             except SystemExit as exiting:  # (never skipped: a map's is not either)
                 raise UserCodeError("reduce", exiting, shown_key(key, show_key)) from exiting
-            except Exception as raised:
+            except TASK_FAILURES as raised:
                 error = not_pairs("reduce", raised, results)
                 # (output JSON cannot hold: the message names it and the key, the encoder's frames say no more)
                 unwriteable_output = isinstance(error, NotJSONError | NotUTF8OutputError)
@@ -1490,7 +1492,7 @@ def reduce_to_file(
                     raise failure.without_traceback() if unwriteable_output else failure from raised
                 entry = {
                     "key": show_key(key)[:1000],
-                    "error": f"{type(error).__name__}: {error}",
+                    "error": error_text(error),
                     # (skipped, as failing: no traceback rather than json/encoder.py's frames or the engine's)
                     "traceback": None if unwriteable_output else user_traceback(error),
                 }

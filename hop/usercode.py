@@ -12,12 +12,13 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from hop.usertrace import has_user_frame, user_traceback
+from hop.usertrace import error_text, has_user_frame, user_traceback
 from shuffle.buffer import AggregateValueError
 
 __all__ = [
     "NO_STANDARD_INPUT",
     "USER_FAILURES",
+    "TASK_FAILURES",
     "NoStandardInput",
     "Place",
     "UserCodeError",
@@ -33,6 +34,15 @@ USER_FAILURES = (Exception, SystemExit)
 """What user code raises that fails its call: any exception, and ``sys.exit()``'s ``SystemExit``, which is no
 ``Exception``: past a task's handlers it ended the task process, and the task was retried as if its worker had
 failed, its record and traceback lost."""
+
+TASK_FAILURES = (BaseException,)
+"""What user code raises that fails its call in a task process of hop's engine: :data:`USER_FAILURES`, and the
+other exceptions that are no ``Exception`` either (an ``asyncio.CancelledError`` out of the map's event loop, a
+``KeyboardInterrupt`` a library raises, a job's own ``BaseException`` subclass). Past the task's handlers they ended
+the task process: the task was retried as a crash (``exited with code 1 (os._exit() in the job's code?)``, ``killed
+by SIGINT``) and the job failed after four attempts, its record not named. A task process ignores SIGINT, so a
+``KeyboardInterrupt`` there is the code's own, not a Ctrl-C. A ``try`` around a generator's ``yield`` re-raises
+``GeneratorExit``, which closing the generator raises there."""
 
 
 NO_STANDARD_INPUT = (
@@ -126,7 +136,7 @@ class UserCodeError(Exception):
             code = "" if error.code is None else repr(error.code)
             reason = f"called sys.exit({code}), which fails the job as an exception does (a task cannot exit early)"
         else:
-            reason = f"raised {type(error).__name__}: {error}"
+            reason = f"raised {error_text(error)}"
         super().__init__(sendable(f"{where}{at} {reason}"))
 
     def without_traceback(self) -> UserCodeError:
@@ -162,10 +172,11 @@ def _bytes_shown(shown: str) -> str:
 
 def call_user(where: str, function: Callable[[], Any], record: str | None = None) -> Any:
     """``function()`` (user code: ``where`` says which, ``record`` what it was working on); what it returns, or a
-    :class:`UserCodeError` (chained to the original exception) if it raised one of :data:`USER_FAILURES`."""
+    :class:`UserCodeError` (chained to the original exception) if it raised one of :data:`TASK_FAILURES` (its
+    callers run in hop's task processes)."""
     try:
         return function()
-    except USER_FAILURES as error:
+    except TASK_FAILURES as error:
         raise UserCodeError(where, error, record) from error
 
 

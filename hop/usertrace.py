@@ -17,7 +17,40 @@ from typing import Any
 import hop
 import shuffle
 
-__all__ = ["has_user_frame", "not_pairs", "raised_importing", "suspended_at", "user_traceback"]
+__all__ = [
+    "MESSAGE_CHARS",
+    "error_text",
+    "has_user_frame",
+    "not_pairs",
+    "raised_importing",
+    "suspended_at",
+    "user_traceback",
+]
+
+MESSAGE_CHARS = 2_000
+"""The most characters of a user's error message (and of each part of its traceback) that a report shows, the rest
+cut with its length: a map raising ``ValueError(f"cannot parse {line}")`` on a 50 MB line printed 100 MB on
+stderr (the message in the traceback and in the error line) and wrote a 150 MB ``_job.json``."""
+
+
+def _cut(text: str, tail: str = "") -> str:
+    """``text``, or for a longer one than :data:`MESSAGE_CHARS` its start and its length (then ``tail``)."""
+    if len(text) <= MESSAGE_CHARS:
+        return text
+    return f"{text[:MESSAGE_CHARS]}... ({len(text):,} characters){tail}"
+
+
+def error_text(error: BaseException) -> str:
+    """``Type: message`` of ``error`` as hop's errors and the bad records' listing name it: its message cut to
+    :data:`MESSAGE_CHARS`, and that of an exception whose own ``__str__`` raises shown as Python's traceback shows
+    it (``<exception str() failed>``): formatting it raised in the task's error handling, which the task reported
+    as its own crash, retried it, and named neither the user's error nor the record."""
+    try:
+        message = str(error)
+    except Exception:
+        message = "<exception str() failed>"
+    return f"{type(error).__name__}: {_cut(message)}"
+
 
 _ENGINE_DIRECTORIES = tuple(
     os.path.dirname(os.path.abspath(package.__file__ or "")) + os.sep for package in (hop, shuffle)
@@ -49,7 +82,7 @@ def user_traceback(error: BaseException) -> str:
         entry = entry.tb_next
     last_user = max((i for i, entry in enumerate(entries) if not _is_engine(entry)), default=None)
     if last_user is None:
-        return "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        return _joined(traceback.format_exception(type(error), error, error.__traceback__))
     # The user's frames, and hop's after the last of them (an error the engine raised on what it was given), but not
     # after a syntax error in the user's file (its line and caret follow: hop's loader compiled it) nor, as under
     # Python's own loader, the import machinery's
@@ -63,7 +96,13 @@ def user_traceback(error: BaseException) -> str:
     shown = None
     for entry in reversed(kept):
         shown = TracebackType(shown, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
-    return "".join(traceback.format_exception(type(error), error, shown))
+    return _joined(traceback.format_exception(type(error), error, shown))
+
+
+def _joined(parts: list[str]) -> str:
+    """A formatted traceback's ``parts`` (its frames, its error's line) as one text, each part cut to
+    :data:`MESSAGE_CHARS`: an error's message is any size."""
+    return "".join(_cut(part, "\n") for part in parts)
 
 
 def has_user_frame(error: BaseException) -> bool:

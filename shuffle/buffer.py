@@ -205,10 +205,23 @@ class UnhashableKeyError(TypeError):
 def unhashable_key_error(key: Any) -> UnhashableKeyError:
     """The error for a map output ``key`` that cannot be hashed, without a traceback: the engine's frames where it
     was found say nothing to the user (the map had yielded it)."""
+    part = _unhashable_part(key)
+    what = f"a {type(key).__name__},"
+    if part is not key:  # (said "('a', [1]) is a tuple, which cannot be a key")
+        what = f"a tuple holding {part!r:.80}, a {type(part).__name__},"
     return UnhashableKeyError(
-        f"map output key {key!r:.80} is a {type(key).__name__}, which cannot be a key (keys are grouped as dict "
-        "keys): yield a tuple instead of a list, or a str or tuple form of a dict or set"
+        f"map output key {key!r:.80} is {what} which cannot be a key (keys are grouped as dict keys): yield a tuple "
+        "instead of a list, or a str or tuple form of a dict or set"
     ).with_traceback(None)
+
+
+def _unhashable_part(key: Any) -> Any:
+    """The first thing in ``key`` (a tuple's element, at any depth) that cannot be hashed, or ``key`` itself."""
+    if isinstance(key, tuple):
+        for element in key:
+            if not hashable(element):
+                return _unhashable_part(element)
+    return key
 
 
 def map_or_combine(error: UnencodableRecordError, mapped: Any) -> UnencodableRecordError:
@@ -519,7 +532,9 @@ class MapOutputBuffer:
                         yielded = consumed
                         yield consumed
                     next_check = min(next_yield, next_size)
-        except (Exception, SystemExit) as error:  # (sys.exit() in the map: hop.usercode.USER_FAILURES)
+        except BaseException as error:  # (sys.exit() in the map, an asyncio.CancelledError: any the map raises)
+            if isinstance(error, GeneratorExit):
+                raise  # (this loop closed by its task, suspended at a yield: no record failed)
             # Name the record the map was working on; the task turns this into file and offset.
             self.current_record = (record_key, record_value) if consumed or record_key is not None else None
             self.failed_pair = (key, value)  # for a report of what an aggregate could not fold

@@ -68,10 +68,10 @@ class UnencodableRecordError(TypeError):
         self.part = _unencodable_part(item)
         if what == "key" and self.part is item:
             self.part = _unorderable_part(item)
-        of_key = f" of key {key!r:.200}" if what == "value" else ""
-        holds = "" if self.part is item else f", holding {self.part!r:.200} (type {type(self.part).__name__}),"
+        of_key = f" of key {_repr(key)}" if what == "value" else ""
+        holds = "" if self.part is item else f", holding {_repr(self.part)} (type {type(self.part).__name__}),"
         super().__init__(
-            f"{source} output {what} {item!r:.200} (type {type(item).__name__}){of_key}{holds} cannot be encoded "
+            f"{source} output {what} {_repr(item)} (type {type(item).__name__}){of_key}{holds} cannot be encoded "
             f"by the shuffle: {_what_to_yield(self.part)}"
         )
 
@@ -80,15 +80,38 @@ class UnencodableRecordError(TypeError):
         return UnencodableRecordError(self.what, self.item, self.key, source)
 
 
-def _unencodable_part(item: Any) -> Any:
-    """The first thing in ``item`` (a list, tuple or dict's element, at any depth) that msgpack cannot encode, or
-    ``item`` itself."""
-    if isinstance(item, list | tuple | dict):
+PACK_ERRORS = (TypeError, ValueError, OverflowError, RecursionError)
+"""What packing a record raises for what msgpack cannot encode: a type it has no form for (``TypeError``), an int
+too large or a str with a lone surrogate, a value nesting deeper than its limit or holding itself (``ValueError:
+recursion limit exceeded``, or Python's ``RecursionError`` where the task's stack reaches Python's limit first). A
+``RecursionError`` was the engine's own failure: the task was retried four times, the record not named."""
+
+SEARCH_DEPTH = 64
+"""The deepest :func:`_unencodable_part` looks into a value: below it, a value nesting too deep is itself the part."""
+
+
+def _repr(item: Any) -> str:
+    """``repr(item)``, its first 200 characters; for one nesting too deep for ``repr`` (which raised
+    ``RecursionError``, failing the report of the error as the engine's own), its start as far as it can be shown."""
+    try:
+        return f"{item!r:.200}"
+    except RecursionError:
+        return f"{'[' if isinstance(item, list) else '('}... (nesting too deep to show)"
+
+
+def _unencodable_part(item: Any, depth: int = 0) -> Any:
+    """The first thing in ``item`` (a list, tuple or dict's element, down to :data:`SEARCH_DEPTH` levels) that
+    msgpack cannot encode, or ``item`` itself. A list holding itself (``v.append(v)``) recursed without end here:
+    the ``RecursionError``'s chain of a thousand contexts took the task 800 MB and half a minute to format, per
+    attempt."""
+    if isinstance(item, list | tuple | dict) and depth < SEARCH_DEPTH:
         for element in (x for pair in item.items() for x in pair) if isinstance(item, dict) else item:
+            if element is item:
+                return item  # (it holds itself)
             try:
                 codec.packb(element)
-            except (TypeError, ValueError, OverflowError):
-                return _unencodable_part(element)
+            except PACK_ERRORS:
+                return _unencodable_part(element, depth + 1)
     return item
 
 
@@ -103,6 +126,11 @@ def _unorderable_part(key: Any) -> Any:
 
 
 def _what_to_yield(part: Any) -> str:
+    if isinstance(part, list | tuple | dict):  # (each of its elements packs, or it holds itself)
+        return (
+            f"the {type(part).__name__} holds itself, or nests deeper than msgpack's limit (1,024 levels): yield "
+            "flatter data (what a cycle holds, once)"
+        )
     if isinstance(part, set | frozenset):
         return "yield a list or tuple instead of a set (sorted, for the same order in every run)"
     if type(part) is str:  # (a str fails to encode only for a lone surrogate, which UTF-8 has no form for)
@@ -131,7 +159,7 @@ Block = tuple[Sequence[Any], Sequence[Any]] | tuple[Sequence[Any], Sequence[Sequ
 def _pack_block(packer: msgpack.Packer, keys: Sequence[Any], values: Sequence[Any], grouped: bool = False) -> bytes:
     try:
         return packer.pack([keys, values, GROUPED] if grouped else [keys, values])
-    except (TypeError, ValueError, OverflowError):
+    except PACK_ERRORS:
         pairs = zip(keys, values, strict=True)
         if grouped:
             pairs = ((key, value) for key, group in pairs for value in group)  # type: ignore[assignment]
@@ -139,7 +167,7 @@ def _pack_block(packer: msgpack.Packer, keys: Sequence[Any], values: Sequence[An
             for what, item in (("key", key), ("value", value)):
                 try:
                     packer.pack(item)
-                except (TypeError, ValueError, OverflowError):
+                except PACK_ERRORS:
                     raise UnencodableRecordError(what, item, key) from None  # msgpack's own frames say no more
         raise
 
@@ -182,7 +210,7 @@ def _packed_size_guess(packer: msgpack.Packer, value: Any) -> int:
         return 1
     try:
         return len(packer.pack(value))
-    except (TypeError, ValueError, OverflowError):
+    except PACK_ERRORS:
         return 0
 
 

@@ -22,6 +22,7 @@ from shuffle.buffer import (
     CombinerKeyError,
     MapOutputBuffer,
     PartitionError,
+    UnhashableKeyError,
     state_bytes,
 )
 from shuffle.keys import MIXED, NanKeyError, total_order_key
@@ -318,6 +319,38 @@ def test_a_spill_that_cannot_be_encoded_leaves_no_file(tmp_path: Path) -> None:
     with pytest.raises(UnencodableRecordError, match="map output value"):
         buffer.spill()
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("shape", ["holds_itself", "nests_too_deep"])
+def test_a_value_holding_itself_or_nesting_too_deep_is_named(tmp_path: Path, shape: str) -> None:
+    """A list holding itself (``v.append(v)``) made the search for the part that cannot be encoded recurse without
+    end, and one nested 100,000 deep made ``repr`` raise ``RecursionError``: the engine's own failure, retried four
+    times without naming the record. Both are an ``UnencodableRecordError`` saying what is wrong."""
+    value: list[Any] = []
+    if shape == "holds_itself":
+        value.append(value)
+    else:
+        for _ in range(100_000):
+            value = [value]
+    buffer = MapOutputBuffer(tmp_path, 1, None)
+    buffer.collect([("a", 1), ("b", value)])
+    with pytest.raises(UnencodableRecordError) as raised:
+        buffer.spill()
+    message = str(raised.value)
+    assert "output value [" in message and "of key 'b'" in message, message
+    assert "holds itself, or nests deeper than msgpack's limit (1,024 levels)" in message, message
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_tuple_key_holding_a_list_names_the_list(tmp_path: Path) -> None:
+    """A key ``('a', [1])`` was named as "a tuple, which cannot be a key", though tuples are keys: the list in it
+    is what cannot be."""
+    buffer = MapOutputBuffer(tmp_path, 1, None)
+    with pytest.raises(UnhashableKeyError) as raised:
+        _drain(buffer, [(0, "a")], lambda offset, line: [((line, (2, [1])), 1)])
+    assert str(raised.value).startswith(
+        "map output key ('a', (2, [1])) is a tuple holding [1], a list, which cannot be a key (keys are grouped"
+    ), raised.value
 
 
 def test_small_values_keep_the_record_threshold(tmp_path: Path) -> None:

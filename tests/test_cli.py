@@ -392,6 +392,28 @@ def test_a_failing_map_of_a_long_line_names_its_start_and_its_length(tmp_path: P
     assert named in last and "z" not in last.split("byte offset 0: ")[1], last
 
 
+def test_dev_stdin_redirected_from_a_file_reads_that_file(tmp_path: Path) -> None:
+    """``hop run JOB /dev/stdin < in.txt``: the maps opened ``/dev/stdin`` in processes of their own, whose standard
+    input is another, and the job failed saying the file was "truncated or rewritten while the job ran". The file
+    ``/dev/stdin`` is open on is read. A pipe there (``/dev/stdin`` piped, a process substitution ``<(...)``) is
+    refused saying to give ``-``."""
+    source = tmp_path / "in.txt"
+    source.write_text("the cat the hat\n")
+    command = [sys.executable, "-m", "hop", "run", str(ROOT / "jobs" / "wordcount.py"), "/dev/stdin", "--quiet"]
+    with source.open() as redirected:
+        result = subprocess.run(
+            [*command, "-o", "out"], cwd=tmp_path, stdin=redirected, capture_output=True, text=True, timeout=TIMEOUT
+        )
+    assert result.returncode == 0, result.stderr
+    assert output_dict(tmp_path / "out") == {"the": 2, "cat": 1, "hat": 1}
+    piped = subprocess.run(
+        [*command, "-o", "piped"], cwd=tmp_path, input="a b\n", capture_output=True, text=True, timeout=TIMEOUT
+    )
+    assert piped.returncode == 2, piped.stderr
+    assert "input /dev/stdin is not a regular file or a directory" in piped.stderr, piped.stderr
+    assert "give - to read standard input" in piped.stderr, piped.stderr
+
+
 def test_a_map_reading_standard_input_fails_instead_of_hanging(tmp_path: Path) -> None:
     """Task processes inherited ``hop run``'s standard input: a map written as a streaming mapper
     (``for line in sys.stdin``) waited on the terminal, or a pipe, forever, the run at 0% without a word (or read

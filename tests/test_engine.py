@@ -976,6 +976,67 @@ def test_a_job_failed_by_one_bad_record_says_how_to_skip_it(client: Client, tmp_
             assert error.endswith(listed), error
 
 
+@pytest.mark.parametrize(
+    ("job_class", "reason"),
+    [
+        ("CancelledInMap", "map at {source} byte offset 4: 'c boom d' raised CancelledError: the map's request was"),
+        ("HaltsInReduce", "reduce at key 'boom' raised Halt: the reduce halted"),
+        ("CancelledInSetup", "setup raised CancelledError: the setup's request was cancelled"),
+        ("UnprintableInMap", "map at {source} byte offset 4: 'c boom d' raised Unprintable: <exception str() failed>"),
+        ("HoldsItself", "map at {source} byte offset 4: 'c boom d' raised UnencodableRecordError: map output value"),
+    ],
+)
+def test_user_errors_python_does_not_print_plainly_name_the_record(
+    client: Client, tmp_path: Path, job_class: str, reason: str
+) -> None:
+    """An error the user's code raised that is no ``Exception`` (``asyncio.CancelledError``, a job's own
+    ``BaseException``) ended the task process, and one whose ``str()`` raises failed the task's own error handling:
+    each was retried as a crash, four attempts, the job's error naming no record (``exited with code 1 (os._exit()
+    in the job's code?)``, ``RuntimeError: this error cannot say what it is``). They fail the job at once, naming the
+    record and showing the user's traceback, as any other error of the user's does."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b\nc boom d\n")
+    output = tmp_path / "out"
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "odd_exceptions", [source], output, job_class=job_class)
+    status = failure.value.status
+    assert status["error"].startswith(reason.format(source=source)), status["error"]
+    if job_class != "HoldsItself":  # (the engine found what is wrong with the output: no frame of the user's)
+        assert "odd_exceptions.py" in status["traceback"] and "hop/tasks.py" not in status["traceback"], status
+    report = json.loads((output / "_job.json").read_text())
+    failed = [attempt for attempt in report["attempts"] if attempt["status"] == "failed"]
+    assert len(failed) == 1, failed  # (not retried: the user's code fails on that record every time)
+
+
+def test_skip_bad_records_skips_a_record_whose_map_raised_no_exception(client: Client, tmp_path: Path) -> None:
+    """A map raising ``asyncio.CancelledError`` (no ``Exception``) on a record is skipped by ``--skip-bad-records``
+    as any other error of the map's: its process died, retried, and the job failed."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b\nc boom d\n")
+    output = tmp_path / "out"
+    run_job(client, "odd_exceptions", [source], output, job_class="CancelledInMap", options={"skip_bad_records": 1})
+    assert output_dict(output) == {"a": 1, "b": 1}
+    listing = (output / "_bad_records").iterdir()
+    (listed,) = [json.loads(line) for path in listing for line in path.read_text().splitlines()]
+    assert (listed["offset"], listed["record"]) == (4, "c boom d") and "CancelledError" in listed["error"], listed
+
+
+def test_a_huge_error_message_is_cut(client: Client, tmp_path: Path) -> None:
+    """A map raising an error with a 5,000,000-character message put it in the job's error and traceback whole:
+    printed twice on stderr, and twice in ``_job.json``. Both show its start and its length."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b\nc boom d\n")
+    output = tmp_path / "out"
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "odd_exceptions", [source], output, job_class="HugeMessage")
+    status = failure.value.status
+    assert "raised ValueError: cannot parse xxx" in status["error"], status["error"][:300]
+    assert "... (5,000,013 characters)" in status["error"], status["error"][-300:]
+    assert len(status["error"]) < 5_000 and len(status["traceback"]) < 5_000
+    assert "ValueError: cannot parse xxx" in status["traceback"] and "characters)" in status["traceback"]
+    assert (output / "_job.json").stat().st_size < 50_000
+
+
 def test_bad_input_gets_clear_errors(client: Client, tmp_path: Path) -> None:
     long_line = tmp_path / "long.txt"
     long_line.write_bytes(b"short\n" + b"x" * 12_000_000 + b"\nafter\n")
