@@ -16,6 +16,8 @@ Contracts the engine relies on:
 
 - ``map(key, value)`` yields (or returns an iterable of) ``(key, value)`` pairs. For text input ``key`` is the byte
   offset of the line and ``value`` the line without its line break; ``self.input_file`` names the file being read.
+  The map buffer spills between records, never inside one call: a call's pairs are held in memory until it
+  returns (a record whose map yields millions of pairs, all pairs of a long list, needs memory for all of them).
 - ``combine(key, values)`` and ``reduce(key, values)`` get one key and an iterable of its values and yield pairs.
   ``combine`` must keep the key it was given and may run zero, one or several times on any subset of a key's values.
 - Keys and values are msgpack-able: ``None``, ``bool``, ``int``, ``float``, ``str``, ``bytes``, lists/tuples and
