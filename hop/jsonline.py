@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 __all__ = ["NotJSONError", "not_json", "to_json", "to_json_column", "to_json_key"]
@@ -34,6 +34,12 @@ def not_json(value: Any, role: str = "value") -> Any:
         raise NotJSONError(
             f"output {role} {value!r:.80} is a set, which has no JSON form: yield a list or tuple instead (sorted, "
             "for the same output in every run)"
+        )
+    if isinstance(value, Iterator):
+        # (the values a reduce gets are an iterator, read once: yielded as they are, the output holds no values)
+        raise NotJSONError(
+            f"output {role} {value!r:.80} is an iterator ({type(value).__name__}), which has no JSON form: yield "
+            "list(...) of it (a reduce's values are an iterator: yield key, list(values))"
         )
     raise NotJSONError(
         f"output {role} {value!r:.80} of type {type(value).__name__} has no JSON form: yield None, bool, int, "

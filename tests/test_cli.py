@@ -1504,6 +1504,9 @@ def test_output_the_shuffle_or_json_cannot_hold_names_the_call_its_record_and_wh
         "        yield key, set(values)\n",
         "mapper_final": "    def map(self, offset, line):\n        yield line, 1\n\n    def mapper_final(self):\n"
         "        yield 'all', {0}\n",
+        # (the values as they came: an iterator, read once, which said only "of type list_iterator has no JSON form")
+        "reduce_values": "    def map(self, offset, line):\n        yield line, 1\n\n"
+        "    def reduce(self, key, values):\n        yield key, values\n",
     }
     stderr = {}
     for name, body in bodies.items():
@@ -1527,6 +1530,8 @@ def test_output_the_shuffle_or_json_cannot_hold_names_the_call_its_record_and_wh
         "mapper_init/mapper_final output value {0} (type set) of key 'all' cannot be encoded by the shuffle: yield a "
         "list or tuple instead of a set"
     ) in stderr["mapper_final"], stderr["mapper_final"]
+    assert "reduce at key 'a b' raised NotJSONError: output value " in stderr["reduce_values"], stderr["reduce_values"]
+    assert "yield key, list(values)" in stderr["reduce_values"], stderr["reduce_values"]
 
 
 def test_reduce_input_counts_what_reached_the_reduce_and_unwritable_text_names_the_key(tmp_path: Path) -> None:
