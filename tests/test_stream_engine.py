@@ -1290,6 +1290,10 @@ def test_a_retried_socket_map_numbers_on_past_what_reducers_hold(stream_client: 
     failed = [meta for meta, _ in read_windows(output).values() if meta["reason"] == "source failure"]
     assert failed and all("L" in meta["scoreboard"]["grid"][0] for meta in failed)
     assert all(meta["fidelity"] < 1 for meta in failed)
+    # The records read into windows: panes 0 and 1 of the first attempt and the retry's 1,000 (the retry counted
+    # from 0, its first attempt's sealed panes missing from the count: 1,000).
+    assert result["report"]["continuous"]["records_read"] == 2000
+    assert result["report"]["counters"]["map_input_records"] == 2000
 
 
 def test_a_retried_socket_map_with_event_time_reports_the_panes_it_did_not_hear_as_lost(
@@ -1318,7 +1322,10 @@ def test_a_retried_socket_map_with_event_time_reports_the_panes_it_did_not_hear_
     runner.start()
     try:
         push_events(endpoints[1], [{"ts": T0 + i * 0.1, "text": f"c{i}"} for i in range(160)])  # panes T0 .. T0+15
-        push_events(endpoints[0], [{"ts": T0 + i * 0.1, "text": f"b{i}"} for i in range(50)])  # panes T0 .. T0+4
+        # Panes T0 .. T0+4, and a record late for pane T0 (listed in _late by the first attempt):
+        push_events(
+            endpoints[0], [{"ts": T0 + i * 0.1, "text": f"b{i}"} for i in range(50)] + [{"ts": T0, "text": "z"}]
+        )
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and not word_counts(output)["b39"]:  # the window of T0+3, sealed by b40
             time.sleep(0.1)
@@ -1344,6 +1351,13 @@ def test_a_retried_socket_map_with_event_time_reports_the_panes_it_did_not_hear_
     assert [rows[start] for start in (0, 1, 2, 3, 10, 11, 12, 13)] == ["D"] * 8, rows
     assert [rows[start] for start in range(4, 10)] == ["L"] * 6, rows
     assert all(windows[start]["reason"] == "source failure" for start in range(4, 10)), windows
+    # 160 c's, b0-b39 in the panes the first attempt sealed (b40-b49 died in its open pane), the retry's 50 a's.
+    assert result["report"]["continuous"]["records_read"] == 160 + 40 + 50
+    assert (
+        result["report"]["counters"]["late_records"]
+        == 1
+        == len((output / "_late" / "map-00000.jsonl").read_text().splitlines())
+    )
 
 
 def test_a_source_given_up_is_reported_by_the_run(
