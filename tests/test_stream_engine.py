@@ -1835,6 +1835,22 @@ def test_the_end_of_a_continuous_run_names_the_records_its_windows_left_out(tmp_
     assert "late" in (tmp_path / "out" / "_late" / "map-00000.jsonl").read_text()
 
 
+def test_the_end_of_a_continuous_run_names_the_records_it_shed(tmp_path: Path) -> None:
+    """Records shed under --max-latency are in no window and no file: the run's last line counts them, as it counts
+    late and bad ones (it said nothing of them, even when every record was shed)."""
+    start = time.time() - 60  # a minute behind a 0.5 s latency bound: every record is shed
+    events = [{"ts": start + i / 100, "text": "w"} for i in range(300)]
+    (tmp_path / "events.jsonl").write_text("".join(json.dumps(event) + "\n" for event in events))
+    run = hop("run", job_path("event_wordcount"), "--job-class", "EventWordCount", "--source", "replay:events.jsonl",
+              "--window", "1s", "--max-latency", "0.5s", "-o", "out", "--workers", "1", "--no-view", "--quiet",
+              cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert report["counters"]["shed_records"] == 300
+    said = "300 records shed to keep up (--max-latency 0.5s), counted in no window (their panes show S)"
+    assert run.stderr.splitlines() == [f"hop: {report['job_id']} ended; {said}"], run.stderr
+
+
 def test_a_continuous_run_killed_as_it_drains_leaves_no_process(tmp_path: Path) -> None:
     """The cluster's processes ignore the group's SIGTERM only while ``hop run`` lives: killed as it drains, they
     end by themselves (``hop.lifetime.orphaned``) instead of waiting for it."""
