@@ -6,6 +6,7 @@ import dataclasses
 import os
 import re
 import signal
+import socket as socket_module
 import threading
 import time
 import uuid
@@ -465,3 +466,42 @@ def test_a_spec_with_relative_paths_reads_and_writes_where_its_client_runs(
     assert report["state"] == "succeeded", report
     assert output_dict(tmp_path / output) == {"a": 2, "b": 1}
     assert not (ROOT / output).exists()
+
+
+def test_a_peer_that_drops_every_connection_is_not_reconnected_to_in_a_tight_loop() -> None:
+    """A peer that accepts each connection and closes it at once (a port forward or proxy whose backend is down):
+    a read-only request asks again on a fresh socket when its connection breaks, and did so at once, every time:
+    ``hop windows`` against one made 29,000 connections in its 10 s timeout, at a full core. It now waits
+    ``RESEND_SECONDS`` between connections, and still fails at its timeout saying the connection broke."""
+    listener = socket_module.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(128)
+    listener.settimeout(0.2)
+    accepted = 0
+    done = threading.Event()
+
+    def drop_all() -> None:
+        nonlocal accepted
+        while not done.is_set():
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            accepted += 1
+            connection.close()
+
+    server = threading.Thread(target=drop_all)
+    server.start()
+    client = Client(f"tcp://127.0.0.1:{listener.getsockname()[1]}", timeout=2.0)
+    cpu = time.process_time()
+    try:
+        with pytest.raises(Exception, match="did not answer 'windows' within 2s"):
+            client.windows("job-x")
+    finally:
+        client.close()
+        done.set()
+        server.join(timeout=5)
+        listener.close()
+    assert not server.is_alive()
+    assert 2 <= accepted <= 40, f"{accepted} connections in 2 s"
+    assert time.process_time() - cpu < 1.0

@@ -1290,6 +1290,10 @@ def test_a_retried_socket_map_numbers_on_past_what_reducers_hold(stream_client: 
     failed = [meta for meta, _ in read_windows(output).values() if meta["reason"] == "source failure"]
     assert failed and all("L" in meta["scoreboard"]["grid"][0] for meta in failed)
     assert all(meta["fidelity"] < 1 for meta in failed)
+    # The records read into windows: panes 0 and 1 of the first attempt and the retry's 1,000 (the retry counted
+    # from 0, its first attempt's sealed panes missing from the count: 1,000).
+    assert result["report"]["continuous"]["records_read"] == 2000
+    assert result["report"]["counters"]["map_input_records"] == 2000
 
 
 def test_a_retried_socket_map_with_event_time_reports_the_panes_it_did_not_hear_as_lost(
@@ -1318,7 +1322,10 @@ def test_a_retried_socket_map_with_event_time_reports_the_panes_it_did_not_hear_
     runner.start()
     try:
         push_events(endpoints[1], [{"ts": T0 + i * 0.1, "text": f"c{i}"} for i in range(160)])  # panes T0 .. T0+15
-        push_events(endpoints[0], [{"ts": T0 + i * 0.1, "text": f"b{i}"} for i in range(50)])  # panes T0 .. T0+4
+        # Panes T0 .. T0+4, and a record late for pane T0 (listed in _late by the first attempt):
+        push_events(
+            endpoints[0], [{"ts": T0 + i * 0.1, "text": f"b{i}"} for i in range(50)] + [{"ts": T0, "text": "z"}]
+        )
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and not word_counts(output)["b39"]:  # the window of T0+3, sealed by b40
             time.sleep(0.1)
@@ -1344,6 +1351,13 @@ def test_a_retried_socket_map_with_event_time_reports_the_panes_it_did_not_hear_
     assert [rows[start] for start in (0, 1, 2, 3, 10, 11, 12, 13)] == ["D"] * 8, rows
     assert [rows[start] for start in range(4, 10)] == ["L"] * 6, rows
     assert all(windows[start]["reason"] == "source failure" for start in range(4, 10)), windows
+    # 160 c's, b0-b39 in the panes the first attempt sealed (b40-b49 died in its open pane), the retry's 50 a's.
+    assert result["report"]["continuous"]["records_read"] == 160 + 40 + 50
+    assert (
+        result["report"]["counters"]["late_records"]
+        == 1
+        == len((output / "_late" / "map-00000.jsonl").read_text().splitlines())
+    )
 
 
 def test_a_source_given_up_is_reported_by_the_run(
@@ -1819,6 +1833,22 @@ def test_the_end_of_a_continuous_run_names_the_records_its_windows_left_out(tmp_
     late = f"1 record late (past --lateness 0s), listed in {tmp_path / 'out' / '_late'}"
     assert f"windows in {tmp_path / 'out' / 'windows'}; {late}; 2 records dropped as bad (per source" in run.stderr
     assert "late" in (tmp_path / "out" / "_late" / "map-00000.jsonl").read_text()
+
+
+def test_the_end_of_a_continuous_run_names_the_records_it_shed(tmp_path: Path) -> None:
+    """Records shed under --max-latency are in no window and no file: the run's last line counts them, as it counts
+    late and bad ones (it said nothing of them, even when every record was shed)."""
+    start = time.time() - 60  # a minute behind a 0.5 s latency bound: every record is shed
+    events = [{"ts": start + i / 100, "text": "w"} for i in range(300)]
+    (tmp_path / "events.jsonl").write_text("".join(json.dumps(event) + "\n" for event in events))
+    run = hop("run", job_path("event_wordcount"), "--job-class", "EventWordCount", "--source", "replay:events.jsonl",
+              "--window", "1s", "--max-latency", "0.5s", "-o", "out", "--workers", "1", "--no-view", "--quiet",
+              cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert report["counters"]["shed_records"] == 300
+    said = "300 records shed to keep up (--max-latency 0.5s), counted in no window (their panes show S)"
+    assert run.stderr.splitlines() == [f"hop: {report['job_id']} ended; {said}"], run.stderr
 
 
 def test_a_continuous_run_killed_as_it_drains_leaves_no_process(tmp_path: Path) -> None:

@@ -102,6 +102,27 @@ def test_tail_reads_appended_lines_and_new_files(tmp_path: Path, sources: list[S
     assert source.poll(10, 0.1) == []
 
 
+def test_tail_of_a_file_whose_name_is_not_utf8_takes_a_position_and_names_it(
+    tmp_path: Path, sources: list[Source]
+) -> None:
+    """A file named in Latin-1 (``caf\xe9.log``) in a tailed directory: its name reaches Python as surrogates, which
+    msgpack cannot encode, and the map's first checkpoint failed (``surrogates not allowed``), and with it the job.
+    Its position packs, a bad record of it names the file with the byte as ``\\xe9``, and a source resumed from
+    the position reads on past what was read."""
+    with open(os.fsencode(tmp_path) + b"/caf\xe9.log", "wb") as file:
+        file.write(b"one\n\xff\n")
+    source = opened(sources, f"tail:{tmp_path}")
+    good, bad = collect(source, 2)
+    assert good.value == "one" and bad.value is None
+    assert source.where(bad) == f"tail source tail:{tmp_path}: the line at byte offset 4 of caf\\xe9.log"
+    position = codec.unpackb(codec.packb(source.position()))
+    with open(os.fsencode(tmp_path) + b"/caf\xe9.log", "ab") as file:
+        file.write(b"two\n")
+    resumed = opened(sources, f"tail:{tmp_path}")
+    resumed.seek(position)
+    assert values(collect(resumed, 1)) == ["two"]
+
+
 def test_tail_files_are_read_in_mtime_order(tmp_path: Path, sources: list[Source]) -> None:
     for name, mtime in (("z", 100), ("a", 300), ("m", 200)):
         (tmp_path / name).write_text(f"{name}\n")

@@ -369,12 +369,19 @@ def report_unanswered(
 
 def _left_out(report: dict[str, Any], output: Path) -> str:
     """What the run kept out of its windows, for its last line: late records (listed in ``OUT/_late/``, which a
-    user would not otherwise know to look at) and bad records dropped; "" when none."""
+    user would not otherwise know to look at), records shed under ``--max-latency`` (only counted: a run that shed
+    half its input said nothing of it at the end) and bad records dropped; "" when none."""
     parts = []
+    options = report["continuous"].get("options") or {}
     late = int(report["counters"].get("late_records", 0))
     if late:
-        lateness = (report["continuous"].get("options") or {}).get("lateness", 0)
+        lateness = options.get("lateness", 0)
         parts.append(f"{_records(late)} late (past --lateness {lateness:g}s), listed in {output / '_late'}")
+    shed = int(report["counters"].get("shed_records", 0))
+    if shed:
+        max_latency = options.get("max_latency")
+        bound = f" (--max-latency {max_latency:g}s)" if isinstance(max_latency, (int, float)) else ""
+        parts.append(f"{_records(shed)} shed to keep up{bound}, counted in no window (their panes show S)")
     bad = sum(report["continuous"].get("bad_records", {}).values())
     if bad:
         parts.append(f"{_records(bad)} dropped as bad (per source in _job.json: continuous.bad_records)")

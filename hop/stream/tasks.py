@@ -259,7 +259,9 @@ def run_stream_map(
         # (they would drop it as a resend) or in one that lost records while showing D.
         buffer.panes.clear()
         buffer.records.clear()
-        restart = _restart_pane(window, options, time_field is None, _read_state(progress_path))
+        note = _read_state(progress_path)
+        restart = _restart_pane(window, options, time_field is None, note)
+        _count_from_note(marks, note, late_path)
         if restart > marks.sealed:
             lost_announce = (marks.sealed, restart)
             if window.unit == "records":
@@ -337,7 +339,13 @@ def run_stream_map(
             top = window.pane_of(marks.max_event) if marks.max_event > float("-inf") else -FOREVER
         if (marks.sealed, top) > noted:
             noted = (max(marks.sealed, noted[0]), max(top, noted[1]))
-            _write_atomically(output, progress_path, codec.packb({"sealed": noted[0], "top": noted[1]}))
+            counts = {
+                "records": marks.records - sum(buffer.records.values()),  # those in sealed panes: a retry's count
+                "late": marks.late,
+                "late_bytes": late_path.stat().st_size if late_path.exists() else 0,  # (written before: each poll)
+                "bad": marks.bad,
+            }
+            _write_atomically(output, progress_path, codec.packb({"sealed": noted[0], "top": noted[1], **counts}))
 
     def register(
         pane: int | None, pane_records: int, runs: list[tuple[bytes, int, str]], sealed: int, **meta: Any
@@ -673,6 +681,27 @@ def _usable_map_checkpoint(folder: Path, covered: tuple[int, int] | None, replay
         if not replayable or (covered is not None and last_spill <= tuple(covered)):
             return _read_state(path)
     return None
+
+
+def _count_from_note(marks: _MapState, note: dict[str, Any] | None, late_path: Path) -> None:
+    """Set a retry's counts (of a source that cannot re-read) to what the failed attempts had counted as they last
+    noted their progress (``note``): the records of the panes they sealed, which the reducers may hold (the records
+    of their open panes are lost with them, their panes ``L``), the late records, and the bad ones. The checkpoint's
+    counts are older (every seal since wrote a note) and count the records of the checkpoint's open panes, which the
+    retry drops: one that took them reported fewer records read than its windows held (834 of 952 after a killed
+    worker) and fewer late records than ``_late`` lists. Late lines appended after the note are counted from the
+    ``_late`` file, which keeps them (a source that cannot re-read will not send them again)."""
+    if note is None or "records" not in note:  # (a note written before it carried counts)
+        return
+    marks.records, marks.bad = int(note["records"]), max(marks.bad, int(note["bad"]))
+    late, since = int(note["late"]), int(note["late_bytes"])
+    try:
+        with open(late_path, "rb") as file:
+            file.seek(since)
+            late += sum(chunk.count(b"\n") for chunk in iter(lambda: file.read(1 << 16), b""))
+    except FileNotFoundError:
+        pass
+    marks.late = late
 
 
 def _restart_pane(window: WindowSpec, options: StreamOptions, arrival_time: bool, noted: dict[str, Any] | None) -> int:

@@ -41,6 +41,14 @@ _Resume = tuple[int, int, int, int | None, bool, bool]
 copy (``_Tailed.rotated``)."""
 
 
+def shown_name(name: str) -> str:
+    """A file name as messages and positions hold it: a name that is not UTF-8 (``os.scandir`` gives its bytes as
+    surrogates) with those bytes as ``\\xNN``. Its surrogates cannot be encoded: a checkpoint holding such a name
+    failed the map (``UnicodeEncodeError``: surrogates not allowed), and so the job, for one file named in Latin-1 in
+    the tailed directory. Positions resume by inode; the name is for people."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 @dataclass(eq=False)
 class _Tailed:
     """A tailed file: ``offset`` is just past the last line returned, ``prefix_crc`` the CRC-32 of the bytes before
@@ -206,7 +214,7 @@ class TailSource(Source):
             crc = zlib.crc32(f.head[:head])  # of the bytes returned: the file may have been rewritten since
             files.append({"dev": dev, "ino": ino, "offset": f.offset, "head": head, "crc": crc,
                           "prefix_crc": f.prefix_crc, "dropping": f.dropping, "rotated": f.rotated,
-                          "name": f.name})  # fmt: skip
+                          "name": shown_name(f.name)})  # fmt: skip
         return {"files": files}
 
     def seek(self, position: Any) -> None:
@@ -455,7 +463,7 @@ class TailSource(Source):
         return self._place(f.name, f.offset + sum(map(len, taken)))
 
     def _place(self, origin: str, offset: int) -> str:
-        return f"tail source {self.url}: the line at byte offset {offset} of {origin}"
+        return f"tail source {self.url}: the line at byte offset {offset} of {shown_name(origin)}"
 
 
 class _Heads:
