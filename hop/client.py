@@ -289,9 +289,13 @@ class Client:
         self._noted = False
         self.context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self.connected = False
-        """Whether a connection to the address was ever made (else nothing listens there, or it is unreachable)."""
+        """Whether a coordinator's connection was ever made: a ZeroMQ handshake that succeeded (else nothing listens
+        there, it is unreachable, or what took the connection is no ZeroMQ peer: a port forward with nothing
+        behind it, another server; a coordinator stopped or hung since before the connection too)."""
+        self.reached = False
+        """Whether a connection to the address was ever made at all, handshake or not."""
         self.linked = False
-        """Whether the socket has a connection now (made, and not broken since)."""
+        """Whether the socket has a coordinator's connection now (made, and not broken since)."""
         self._socket, self._monitor = self._connect()
         self.submitted: list[str] = []
         """The jobs this client submitted, in order (what an interrupted ``hop submit`` cancels)."""
@@ -303,7 +307,9 @@ class Client:
         """A DEALER connected to the coordinator, and a monitor socket that tells when its connection breaks."""
         socket = self.context.socket(zmq.DEALER)
         socket.setsockopt(zmq.LINGER, 0)
-        monitor = socket.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
+        monitor = socket.get_monitor_socket(
+            zmq.EVENT_CONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
+        )
         socket.connect(self.address)
         self._connected_at = time.monotonic()
         return socket, monitor
@@ -327,7 +333,8 @@ class Client:
                 # The reply went with the connection: ask again on a fresh socket, of whichever coordinator
                 # listens at the address now (a restarted one answers at once; ZeroMQ sends once it is up).
                 broke = True
-                if kind not in RESENDABLE:  # (the handler below starts a fresh socket)
+                # (A connection broken before its handshake carried no request: ZeroMQ sends once it succeeds.)
+                if kind not in RESENDABLE and self.connected:  # (the handler below starts a fresh socket)
                     raise CoordinatorUnavailable(
                         f"the connection to coordinator {self.address} broke before it answered {kind!r} (it "
                         f"stopped or restarted); whether it took the request is unknown: see `hop status "
@@ -362,10 +369,17 @@ class Client:
 
     def _unanswered(self, kind: str, broke: bool) -> str:
         """Why a request got no reply in time, as far as the connection tells."""
-        if not self.connected:
+        if not self.reached:
             return (
                 f"cannot connect to coordinator {self.address}: no connection within {self.timeout:g}s "
                 f"({self._what_to_check()})"
+            )
+        if not self.connected:
+            # A connection was taken, but no ZeroMQ peer answered on it: not a hop coordinator's, or one stopped.
+            return (
+                f"coordinator {self.address} did not answer {kind!r} within {self.timeout:.0f}s: connections there are "
+                "taken but none was answered as a hop coordinator answers (another server listens at that address, "
+                "a port forward with nothing behind it, or a coordinator stopped or hung)"
             )
         gone = " (its connection broke meanwhile: it stopped and has not come back)" if broke else ""
         return f"coordinator {self.address} did not answer {kind!r} within {self.timeout:.0f}s{gone}"
@@ -413,7 +427,7 @@ class Client:
             if watch_gone and not self.linked and self._gone() is not None:
                 return "gone"
             if note_at is not None and time.monotonic() >= note_at:
-                if not self.connected and deadline - time.monotonic() > 0.5:  # (else the error comes now anyway)
+                if not self.reached and deadline - time.monotonic() > 0.5:  # (else the error comes now anyway)
                     self._note_still_waiting(self.waiting_note or 0.0)
                 note_at = None
         return "timeout"
@@ -425,9 +439,11 @@ class Client:
         while self._monitor.poll(0):
             event = _monitor_event(self._monitor.recv_multipart())
             broke |= event == zmq.EVENT_DISCONNECTED
-            self.connected |= event == zmq.EVENT_CONNECTED
-            if event in (zmq.EVENT_CONNECTED, zmq.EVENT_DISCONNECTED):
-                self.linked = event == zmq.EVENT_CONNECTED
+            self.reached |= event == zmq.EVENT_CONNECTED
+            self.connected |= event == zmq.EVENT_HANDSHAKE_SUCCEEDED
+            if event in (zmq.EVENT_HANDSHAKE_SUCCEEDED, zmq.EVENT_DISCONNECTED):
+                # (EVENT_CONNECTED is the kernel's: it fires for any listener, a stopped process's too)
+                self.linked = event == zmq.EVENT_HANDSHAKE_SUCCEEDED
         return broke
 
     def _forget_pending(self) -> None:

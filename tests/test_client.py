@@ -505,3 +505,51 @@ def test_a_peer_that_drops_every_connection_is_not_reconnected_to_in_a_tight_loo
     assert not server.is_alive()
     assert 2 <= accepted <= 40, f"{accepted} connections in 2 s"
     assert time.process_time() - cpu < 1.0
+
+
+@pytest.mark.parametrize("peer", ["drops", "holds"])
+@pytest.mark.parametrize("request_kind", ["workers", "stop_job"])
+def test_a_peer_that_is_no_coordinator_is_not_said_to_be_one_that_stopped(peer: str, request_kind: str) -> None:
+    """A peer that takes connections but is no ZeroMQ peer (``drops``: closes each at once, a port forward whose
+    backend is down; ``holds``: keeps it and never answers, another server). The connection counted as a
+    coordinator's as soon as the kernel made it: errors said "its connection broke meanwhile: it stopped and has
+    not come back", and a ``hop stop`` failed at once, "whether it took the request is unknown", of a request that
+    could not have left (ZeroMQ sends only once its handshake succeeded). Both now say no coordinator answered
+    there, each after its timeout."""
+    listener = socket_module.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(128)
+    listener.settimeout(0.2)
+    held: list[socket_module.socket] = []
+    done = threading.Event()
+
+    def serve() -> None:
+        while not done.is_set():
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            if peer == "drops":
+                connection.close()
+            else:
+                held.append(connection)
+
+    server = threading.Thread(target=serve)
+    server.start()
+    client = Client(f"tcp://127.0.0.1:{listener.getsockname()[1]}", timeout=1.5, waiting_note=None)
+    started = time.monotonic()
+    try:
+        with pytest.raises(Exception) as raised:
+            client.workers() if request_kind == "workers" else client.stop("job-x")
+    finally:
+        client.close()
+        done.set()
+        server.join(timeout=5)
+        for connection in held:
+            connection.close()
+        listener.close()
+    said = str(raised.value)
+    assert f"did not answer {request_kind!r} within 2s" in said, said  # (1.5 s, rounded)
+    assert "none was answered as a hop coordinator answers" in said, said
+    assert "stopped and has not come back" not in said and "unknown" not in said, said
+    assert time.monotonic() - started >= 1.4, "it waited its timeout, not failing at the first broken connection"
