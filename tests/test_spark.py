@@ -1500,6 +1500,28 @@ def test_ctrl_c_cancels_the_spark_job_and_ends_without_py4j_tracebacks(tmp_path:
     assert os.listdir(temporary) == []
 
 
+def test_a_ctrl_c_delivered_twice_at_once_cancels_the_spark_job_as_one_does(tmp_path: Path) -> None:
+    """``timeout -s INT 60 hop run --engine spark ...`` delivers its SIGINT to the run, then to its process group:
+    twice, a fraction of a millisecond apart (hop.cli.SAME_SIGNAL_SECONDS). The second was taken for a second
+    Ctrl-C, which ends the run at once: it left no ``_job.json`` (nor its output folder) and printed the cancelling
+    thread's traceback, a page of Java stack ("Cannot call methods on a stopped SparkContext"). It is now the one
+    Ctrl-C it is. (Sent 20 ms apart: two signals that come before Python's handler has run are one to Python.)"""
+    (tmp_path / "in.txt").write_text("spin\n")
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    with _busy_spark_run(tmp_path, temporary) as process:
+        process.send_signal(signal.SIGINT)
+        time.sleep(0.02)  # (past the handler's run for the first, well before the job's cancellation ends)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 130
+    printed = (tmp_path / "stderr").read_text()
+    assert printed.endswith("hop: error: interrupted\n"), printed[-2000:]
+    assert "Traceback" not in printed and "\tat org.apache" not in printed and "\norg.apache" not in printed, printed
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert (report["status"], report["error"]) == ("failed", "cancelled: hop run was interrupted by SIGINT")
+    assert os.listdir(temporary) == []
+
+
 def test_the_reader_of_its_messages_gone_cancels_the_spark_job_as_on_hop(tmp_path: Path) -> None:
     """``hop run --engine spark ... 2>&1 | head -1`` whose reader went away while the job ran: the run waits in the
     job's call, writing nothing itself, and the JVM's lines (its progress bar) that found the reader gone were
