@@ -37,6 +37,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -164,16 +165,34 @@ def values_equal(a: Any, b: Any, tolerance: float) -> bool:
     if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None:
         return type(a) is type(b) and a == b
     if isinstance(a, int | float) and isinstance(b, int | float):
-        if isinstance(a, int) and isinstance(b, int):
-            return a == b
-        if math.isnan(a) or math.isnan(b):
-            return math.isnan(a) and math.isnan(b)
-        return a == b or math.isclose(a, b, rel_tol=tolerance, abs_tol=0.0)
+        return _numbers_equal(a, b, tolerance)
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(values_equal(x, y, tolerance) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(values_equal(a[k], b[k], tolerance) for k in a)
     return type(a) is type(b) and a == b
+
+
+def _numbers_equal(a: float, b: float, tolerance: float) -> bool:
+    """Two JSON numbers (not bools): ints exactly, else within ``tolerance`` relative to the larger magnitude. An
+    int past a float's range (a job's exact big sums) is compared exactly too: ``math.isnan`` and ``math.isclose``
+    raised OverflowError on one beside a float, and ``hop compare`` ended in a traceback once both engines had run."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    nans = [isinstance(x, float) and math.isnan(x) for x in (a, b)]
+    if any(nans):
+        return all(nans)
+    if a == b:  # (Python compares an int with a float exactly, whatever its size)
+        return True
+    try:
+        return math.isclose(a, b, rel_tol=tolerance, abs_tol=0.0)
+    except OverflowError:  # an int no float holds, beside a float
+        if any(isinstance(x, float) and math.isinf(x) for x in (a, b)):
+            return False  # (finite: the int)
+        if math.isinf(tolerance):
+            return True
+        exact_a, exact_b = Fraction(a), Fraction(b)
+        return abs(exact_a - exact_b) <= Fraction(tolerance) * max(abs(exact_a), abs(exact_b))
 
 
 def _canonical(value: Any) -> str:

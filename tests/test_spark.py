@@ -1124,6 +1124,21 @@ def test_compare_outputs_tolerance_and_differences(tmp_path: Path) -> None:
     assert lines[2].startswith("outputs equal: 1 key, tolerance 1e-09 ")
 
 
+def test_compare_outputs_of_an_int_no_float_holds_beside_a_float_says_how_they_differ(tmp_path: Path) -> None:
+    """An int past a float's range (an exact sum of big numbers) on one side and a float on the other raised
+    OverflowError from ``math.isnan``/``math.isclose``: ``hop compare`` ended in a traceback once both engines had
+    run, instead of listing the key that differs."""
+    big = "1" + "0" * 400
+    hop_out = write_output(tmp_path / "hop-out", [f'"a"\t{big}', f'"b"\t{big}', '"c"\t1.5', f'"d"\t[{big}]'])
+    other = write_output(tmp_path / "other", ['"a"\t1e300', f'"b"\t{big}', f'"c"\t{big}', '"d"\t[Infinity]'])
+    result = compare_outputs(hop_out, other, 1e-9)
+    assert (result["equal"], result["differing_keys"]) == (False, 3)
+    assert [d["key"] for d in result["differences"]] == ["a", "c", "d"]
+    assert values_equal(int(big), float("1e400"), 1e-9) is False  # (an infinity: no int equals it)
+    assert values_equal(2**1024, 1.7976931348623157e308, 1e-9)  # (the largest float, within 1e-16 of it)
+    assert not values_equal(2**1030, 1.7976931348623157e308, 1e-9) and not values_equal(-(2**1030), 1.5, 1e-9)
+
+
 @pytest.mark.parametrize("tolerance", ["-1", "nan"])
 def test_hop_compare_refuses_a_negative_or_nan_tolerance_before_either_engine_runs(
     tolerance: str, capsys: pytest.CaptureFixture[str]
