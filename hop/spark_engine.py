@@ -62,6 +62,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -666,6 +667,34 @@ def stop_session(spark: SparkSession) -> None:
     finally:
         if server is not None:
             threading.Thread(target=_shut_down, args=(server,), name="hop-accumulator-server-stop", daemon=True).start()
+
+
+INTERRUPTED_STOP_SECONDS = 10.0
+"""How long :func:`stop_interrupted_session` waits for its cancelling calls into the JVM before it stops anyway."""
+
+
+def stop_interrupted_session(spark: SparkSession) -> None:
+    """Stop ``spark`` as a command that was interrupted (Ctrl-C, SIGTERM) while a Spark job of its ran: Spark's
+    logging turned off and the job cancelled first, from another thread (the main thread's connection to the JVM may
+    have been cut mid-call by the interruption), then :func:`stop_session`, PySpark's warning that the JVM did not
+    stop cleanly dropped. Stopped as it was, the session's job aborted under the user's "interrupted" with an
+    ``ERROR FileFormatWriter: Aborting job`` and a page of Java stack, or PySpark warned "Unable to cleanly shutdown
+    Spark JVM process" (``hop view --compact`` sent SIGTERM). Nothing of them is the user's: the run was stopped."""
+    sc: Any = spark.sparkContext
+
+    def cancel() -> None:
+        with contextlib.suppress(Exception):
+            log4j = sc._jvm.org.apache.logging.log4j
+            log4j.core.config.Configurator.setRootLevel(log4j.Level.OFF)
+        with contextlib.suppress(Exception):
+            sc.cancelAllJobs()
+
+    canceller = threading.Thread(target=cancel, name="cancel interrupted Spark jobs", daemon=True)
+    canceller.start()
+    canceller.join(INTERRUPTED_STOP_SECONDS)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Unable to cleanly shutdown Spark JVM process", RuntimeWarning)
+        stop_session(spark)
 
 
 def _ignore_request_error(request: object, client_address: object) -> None:

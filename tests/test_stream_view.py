@@ -684,6 +684,40 @@ def test_ctrl_c_as_hop_view_compacts_starting_spark_leaves_no_jvm_directory(tmp_
     assert deltas_left(out) == ["delta-00000-00000000.jsonl"] and view_info(out) is None
 
 
+def test_sigterm_as_hop_view_compacts_prints_nothing_of_sparks_but_interrupted(tmp_path: Path) -> None:
+    """``kill PID`` of ``hop view --compact`` while its Spark job wrote the new base: the session was stopped under
+    the running job, which printed ``ERROR FileFormatWriter: Aborting job`` and a page of Java stack (or PySpark
+    warned "Unable to cleanly shutdown Spark JVM process") above "interrupted". The job is now cancelled with Spark's
+    logging off first; the run exits 143 saying "interrupted" alone, leaving its deltas and no JVM directory."""
+    import subprocess
+    import sys
+
+    temporary, out = tmp_path / "tmp", tmp_path / "out"
+    temporary.mkdir()
+    for seq in range(40):  # (enough rows for the job to be running when the signal comes)
+        bounds = {"window_start": seq * 10, "window_end": seq * 10 + 10}
+        rows = [{**bounds, "key": f"k{k}", "value": k} for k in range(3000)]
+        write_delta(out, 0, seq, rows)
+    command = [sys.executable, "-m", "hop", "view", str(out), "--compact"]
+    environment = {**os.environ, "TMPDIR": str(temporary)}
+    with open(tmp_path / "stderr", "w+") as stderr:
+        run = subprocess.Popen(command, env=environment, stderr=stderr, stdout=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 120
+            while not list((out / "_view").glob("_tmp-write-*")):  # (Spark's job has started writing the base)
+                assert time.monotonic() < deadline and run.poll() is None, (tmp_path / "stderr").read_text()
+                time.sleep(0.05)
+            run.send_signal(signal.SIGTERM)
+            assert run.wait(timeout=60) == 143
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.wait()
+    assert (tmp_path / "stderr").read_text() == "hop: error: interrupted\n"
+    assert sorted(path.name for path in temporary.iterdir()) == [], "left in the temporary directory"
+    assert len(deltas_left(out)) == 40 and view_info(out) is None
+
+
 def base_files(info: ViewInfo) -> dict[str, tuple[int, int]]:
     """The Parquet files of a view's base: name -> (inode, mtime in ns)."""
     paths = [p for p in Path(info.base).iterdir() if p.suffix == ".parquet" and not p.name.startswith((".", "_"))]
