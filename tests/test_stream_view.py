@@ -567,6 +567,32 @@ def test_a_continuous_run_without_java_says_at_its_start_that_it_makes_no_view(t
     assert (output / "windows").is_dir() and not (output / "_view").exists()
 
 
+def test_a_continuous_run_whose_view_master_does_not_answer_says_so_at_its_start(tmp_path: Path) -> None:
+    """A continuous job whose ``--spark-master spark://...`` takes no connection said so only after it ended ("the
+    materialized view was not updated: the Spark master ... could not be reached"), every compaction of a job of days
+    failing meanwhile in silence; it now warns as it starts (the job runs on: the master may be started later)."""
+    import socket
+    import subprocess
+    import sys
+
+    from tests.conftest import job_path
+
+    with socket.socket() as probe:  # (a port nothing listens on: the connection is refused)
+        probe.bind(("127.0.0.1", 0))
+        master = f"spark://127.0.0.1:{probe.getsockname()[1]}"
+    (tmp_path / "in.txt").write_text("a b\n")
+    output = tmp_path / "out"
+    command = [sys.executable, "-m", "hop", "run", job_path("stream_wordcount"), "--source", "replay:in.txt",
+               "--window", "1r", "-o", str(output), "--workers", "1", "--spark-master", master]  # fmt: skip
+    run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    warning = "hop: warning: the materialized view is not updated while its master does not answer "
+    warning += f"(the Spark master {master} could not be reached"
+    assert warning in run.stderr, run.stderr
+    assert run.stderr.index(warning) < run.stderr.index("hop: window "), "said before the job's windows"
+    assert (output / "windows").is_dir()
+
+
 def test_hop_view_of_a_batch_jobs_output_says_it_has_none(tmp_path: Path) -> None:
     """It said "no materialized view yet (no compaction has run)", as if one were coming; then it said so with exit
     code 1, which the README gives a failed job: a batch job's folder is the wrong one given, bad usage (2)."""
