@@ -64,6 +64,13 @@ class SparkCannotStart(Exception):
     engine that failed, where ``hop run --engine spark`` refuses it before it starts."""
 
 
+class HopRefused(Exception):
+    """hop's engine refused the run as bad usage (its exit code 2: an option or input it found wrong before its job
+    started, ``--reducers 5000`` on the embedded cluster): ``str()`` is what it printed. Spark's run, which ran on
+    anyway for a minute and more, is not started, and ``hop compare`` exits 2 with hop's words, not 1 under a
+    table."""
+
+
 @dataclass
 class Measurement:
     """One engine's run: how it ended and what it cost."""
@@ -283,7 +290,8 @@ def compare(
     """Run ``job_file`` on hop (``workers`` workers) and on Spark (``master``, with the settings ``spark_conf``,
     ``--spark-conf``'s pairs), both with ``reducers`` reducers.
 
-    Raises :class:`SparkCannotStart` before either engine runs if Spark cannot start. Returns ``{"equal",
+    Raises :class:`SparkCannotStart` before either engine runs if Spark cannot start, and :class:`HopRefused` (Spark
+    not run) if hop's engine refused the run as bad usage. Returns ``{"equal",
     "caveat", "tolerance", "engines": {"hop": ..., "spark": ...}, "comparison": ...,
     "error"}`` where each engine is a :class:`Measurement` as a dict, ``comparison`` comes from
     :func:`compare_outputs` (``None`` when an engine failed), ``error`` says which engine failed and ``caveat``
@@ -307,7 +315,10 @@ def compare(
         spark_command += ["--spark-master", master, "--reducers", str(reducers), *options]
         for name, value in spark_conf or []:
             spark_command += ["--spark-conf", f"{name}={value}"]
-        runs = {"hop": measure("hop", hop_command, scratch), "spark": measure("spark", spark_command, scratch)}
+        hop_run = measure("hop", hop_command, scratch)
+        if hop_run.exit_code == 2:
+            raise HopRefused((scratch / "hop.stderr").read_text(encoding="utf-8", errors="replace").strip())
+        runs = {"hop": hop_run, "spark": measure("spark", spark_command, scratch)}
         report_path = spark_out / "_job.json"
         if report_path.exists():
             runs["spark"].startup_seconds = json.loads(report_path.read_text())["spark_startup_seconds"]

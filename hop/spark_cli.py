@@ -200,7 +200,7 @@ def run_spark_from_args(args: argparse.Namespace, ending: Callable[[], None] | N
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from hop.compare import SparkCannotStart, compare, format_table
+    from hop.compare import HopRefused, SparkCannotStart, compare, format_table
 
     try:  # (a job file that is no hop job, e.g. an mrjob job's, is refused before either engine runs)
         load_job_file(args.job, args.job_class)
@@ -243,6 +243,9 @@ def _compare(args: argparse.Namespace) -> int:
         )
     except SparkCannotStart as error:
         return _fail(str(error), 3)
+    except HopRefused as refused:  # (its own "hop: error: ..." lines, as hop run printed them)
+        print(refused, file=sys.stderr)
+        return 2
     print(format_table(result))
     return 0 if result["equal"] else 1
 

@@ -1058,6 +1058,26 @@ def test_hop_compare_of_standard_input_says_it_reads_files(capsys: pytest.Captur
     assert "standard input (-) can be read once: save it to a file" in capsys.readouterr().err
 
 
+def test_hop_compare_of_a_run_hop_refuses_as_bad_usage_does_not_start_spark(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--reducers 2000``, more processes than hop's embedded cluster starts: hop's run exited 2 at once, Spark's then
+    ran (64 s on the build machine) and the comparison exited 1, "outputs not compared: hop exited with code 2". It
+    now exits 2 with hop's error, Spark not started (its start-up alone takes seconds)."""
+    from hop.spark_cli import register
+
+    (tmp_path / "in.txt").write_text("a b\n")
+    parser = argparse.ArgumentParser(prog="hop")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["compare", job_path("wordcount"), str(tmp_path / "in.txt"), "--reducers", "2000"])
+    started = time.monotonic()
+    assert args.func(args) == 2
+    assert time.monotonic() - started < 5, "Spark's run was started"
+    printed = capsys.readouterr()
+    assert printed.err.startswith("hop: error: --workers ") and "--reducers 2000 would start" in printed.err
+    assert printed.out == ""
+
+
 @pytest.mark.parametrize("cause", ["master", "java"])
 def test_hop_compare_that_spark_cannot_start_for_is_refused_before_either_engine_runs(
     cause: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
