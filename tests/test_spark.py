@@ -951,6 +951,31 @@ def test_run_spark_from_args_rejects_bad_usage_before_starting_spark(
     assert (taken / "part-00000").read_text() == "x\n"
 
 
+def test_a_spark_local_dir_that_cannot_be_made_is_refused_before_spark_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--spark-conf spark.local.dir=DIR`` where DIR cannot be made (a file on its path; ``/proc/x``): Spark's driver
+    printed a page of "ERROR JavaUtils: Failed to create directory" with their Java stacks, and the run failed
+    with "Spark did not start on master local[2]: [Errno 111] Connection refused", exit code 3, naming neither the
+    setting nor what to do. It is refused as bad usage now (exit code 2), naming it, before Spark starts; by ``hop
+    compare`` before either engine runs."""
+    from hop.spark_cli import register
+
+    (tmp_path / "in.txt").write_text("a b\n")
+    (tmp_path / "file").write_text("")
+    setting = f"spark.local.dir={tmp_path / 'ok'},{tmp_path / 'file' / 'sub'}"
+    command = [sys.executable, "-m", "hop", "run", job_path("wordcount"), "in.txt", "-o", "out", "--engine", "spark"]
+    run = subprocess.run([*command, "--spark-conf", setting], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    expected = f"hop: error: --spark-conf {setting}: cannot make or write the folder {tmp_path / 'file' / 'sub'} (Not a"
+    assert (run.returncode, run.stderr.startswith(expected)) == (2, True), run.stderr
+    assert "ERROR" not in run.stderr and not (tmp_path / "out").exists()
+    parser = argparse.ArgumentParser(prog="hop")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["compare", job_path("wordcount"), str(tmp_path / "in.txt"), "--spark-conf", setting])
+    assert args.func(args) == 2
+    assert capsys.readouterr().err.startswith(expected)
+
+
 def test_hop_compare_end_to_end(corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from hop.spark_cli import register
 
