@@ -160,6 +160,19 @@ def _read_pairs(output: Path) -> Iterator[tuple[str, Any]]:
                 yield key_text, json.loads(value_text)
 
 
+@contextlib.contextmanager
+def _any_int_digits() -> Iterator[None]:
+    """Python's limit of 4,300 digits on int <-> str conversions lifted while inside: a job's output may hold larger
+    ints (hop's tasks and Spark's lift it too), and reading them (``json.loads``) or writing them in the verdict
+    (``json.dumps``) raised ValueError, a traceback once both engines had run."""
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        yield
+    finally:
+        sys.set_int_max_str_digits(limit)
+
+
 def _grouped(output: Path) -> dict[str, list[Any]]:
     groups: dict[str, list[Any]] = {}
     for key_text, value in _read_pairs(output):
@@ -208,6 +221,11 @@ def _canonical(value: Any) -> str:
 
 def compare_outputs(hop_output: Path, spark_output: Path, tolerance: float) -> dict[str, Any]:
     """Compare two output directories; returns ``equal``, ``keys``, the first ``differences`` and counts."""
+    with _any_int_digits():
+        return _compare_outputs(hop_output, spark_output, tolerance)
+
+
+def _compare_outputs(hop_output: Path, spark_output: Path, tolerance: float) -> dict[str, Any]:
     hop_groups, spark_groups = _grouped(hop_output), _grouped(spark_output)
     differences: list[dict[str, Any]] = []
     differing = 0
@@ -340,6 +358,11 @@ def compare(
 
 def format_table(result: dict[str, Any]) -> str:
     """The comparison as a small text table plus a verdict line (and the first differences or engine errors)."""
+    with _any_int_digits():
+        return _format_table(result)
+
+
+def _format_table(result: dict[str, Any]) -> str:
     lines = [f"{'engine':<8}{'exit':>6}{'wall s':>10}{'CPU s':>10}{'peak RSS MB':>14}{'start-up s':>12}"]
     for name, run in result["engines"].items():
         startup = "" if run["startup_seconds"] is None else f"{run['startup_seconds']:.2f}"
