@@ -679,6 +679,24 @@ def test_hop_view_names_pending_deltas_and_compacts_them(tmp_path: Path) -> None
     assert "not in it yet" not in after.stderr and deltas_left(out) == []
 
 
+def test_hop_view_refuses_a_spark_master_without_compact(tmp_path: Path) -> None:
+    """``hop view OUT --spark-master URL`` took the master and ignored it (only ``--compact`` starts Spark), printing
+    the view as if it had been used; it is refused as bad usage now, as hop refuses options that would do nothing."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    write_delta(out, 0, 0, [{"window_start": 0, "window_end": 10, "key": "a", "value": 1}])
+    command = [sys.executable, "-m", "hop", "view", str(out), "--spark-master", "local[2]"]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr == (
+        "hop: error: --spark-master local[2] applies to --compact, which starts Spark; this hop view only reads the "
+        "view's manifest: add --compact, or drop --spark-master\n"
+    )
+    assert deltas_left(out) == ["delta-00000-00000000.jsonl"]
+
+
 def test_hop_view_compact_where_spark_cannot_start_exits_3_as_hop_run_does(tmp_path: Path) -> None:
     """``hop view --compact`` with a JAVA_HOME holding no java exited 1, the code of a failed job, where ``hop run
     --engine spark`` exits 3 (the README's exit codes: the cluster or Spark could not run it)."""
