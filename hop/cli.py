@@ -61,6 +61,7 @@ from hop.inputs import (
 from hop.job import INPUT_FORMATS, Job
 from hop.jobspec import dump_job_class
 from hop.lifetime import (
+    SAME_SIGNAL_SECONDS,
     SERVING_COMMANDS,
     Interrupted,
     redeliver_swallowed_interruptions,
@@ -1156,14 +1157,6 @@ def build_parser(continuous: bool = False) -> argparse.ArgumentParser:
 
 _signalled: list[int] = []
 """The signals that interrupted the command, first first (its exit code is 128 + the first's number)."""
-
-SAME_SIGNAL_SECONDS = 0.5
-"""A Ctrl-C or SIGTERM within this long of the one before is that one delivered again, not a second one. Coreutils
-``timeout`` (``timeout -s INT 60 hop run ...``) sends its signal to the command and then to the command's process
-group, which holds the command: ``hop run`` got it twice, 0.4 ms apart, unless the kernel merged the two, and a
-continuous run took the second for "stop now" and ended without draining. A second Ctrl-C a person means comes after
-the run's "stopping" line, read. (The embedded cluster's processes, in the group too, ignore both signals:
-``hop.lifetime.ignore_stop_signals``.)"""
 
 _taken_signals: list[int] = []
 """The signals the command stops on (``hop.lifetime.stop_signals_taken``), as found when it started."""

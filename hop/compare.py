@@ -37,6 +37,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,13 @@ class SparkCannotStart(Exception):
     """Spark cannot start for the comparison's run (no Java, a ``spark://`` master that does not answer): found
     before either engine runs. Spark runs second, so it failed only once hop's run had ended, under a table, as an
     engine that failed, where ``hop run --engine spark`` refuses it before it starts."""
+
+
+class HopRefused(Exception):
+    """hop's engine refused the run as bad usage (its exit code 2: an option or input it found wrong before its job
+    started, ``--reducers 5000`` on the embedded cluster): ``str()`` is what it printed. Spark's run, which ran on
+    anyway for a minute and more, is not started, and ``hop compare`` exits 2 with hop's words, not 1 under a
+    table."""
 
 
 @dataclass
@@ -152,6 +160,19 @@ def _read_pairs(output: Path) -> Iterator[tuple[str, Any]]:
                 yield key_text, json.loads(value_text)
 
 
+@contextlib.contextmanager
+def _any_int_digits() -> Iterator[None]:
+    """Python's limit of 4,300 digits on int <-> str conversions lifted while inside: a job's output may hold larger
+    ints (hop's tasks and Spark's lift it too), and reading them (``json.loads``) or writing them in the verdict
+    (``json.dumps``) raised ValueError, a traceback once both engines had run."""
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        yield
+    finally:
+        sys.set_int_max_str_digits(limit)
+
+
 def _grouped(output: Path) -> dict[str, list[Any]]:
     groups: dict[str, list[Any]] = {}
     for key_text, value in _read_pairs(output):
@@ -164,16 +185,34 @@ def values_equal(a: Any, b: Any, tolerance: float) -> bool:
     if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None:
         return type(a) is type(b) and a == b
     if isinstance(a, int | float) and isinstance(b, int | float):
-        if isinstance(a, int) and isinstance(b, int):
-            return a == b
-        if math.isnan(a) or math.isnan(b):
-            return math.isnan(a) and math.isnan(b)
-        return a == b or math.isclose(a, b, rel_tol=tolerance, abs_tol=0.0)
+        return _numbers_equal(a, b, tolerance)
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(values_equal(x, y, tolerance) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(values_equal(a[k], b[k], tolerance) for k in a)
     return type(a) is type(b) and a == b
+
+
+def _numbers_equal(a: float, b: float, tolerance: float) -> bool:
+    """Two JSON numbers (not bools): ints exactly, else within ``tolerance`` relative to the larger magnitude. An
+    int past a float's range (a job's exact big sums) is compared exactly too: ``math.isnan`` and ``math.isclose``
+    raised OverflowError on one beside a float, and ``hop compare`` ended in a traceback once both engines had run."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    nans = [isinstance(x, float) and math.isnan(x) for x in (a, b)]
+    if any(nans):
+        return all(nans)
+    if a == b:  # (Python compares an int with a float exactly, whatever its size)
+        return True
+    try:
+        return math.isclose(a, b, rel_tol=tolerance, abs_tol=0.0)
+    except OverflowError:  # an int no float holds, beside a float
+        if any(isinstance(x, float) and math.isinf(x) for x in (a, b)):
+            return False  # (finite: the int)
+        if math.isinf(tolerance):
+            return True
+        exact_a, exact_b = Fraction(a), Fraction(b)
+        return abs(exact_a - exact_b) <= Fraction(tolerance) * max(abs(exact_a), abs(exact_b))
 
 
 def _canonical(value: Any) -> str:
@@ -182,6 +221,11 @@ def _canonical(value: Any) -> str:
 
 def compare_outputs(hop_output: Path, spark_output: Path, tolerance: float) -> dict[str, Any]:
     """Compare two output directories; returns ``equal``, ``keys``, the first ``differences`` and counts."""
+    with _any_int_digits():
+        return _compare_outputs(hop_output, spark_output, tolerance)
+
+
+def _compare_outputs(hop_output: Path, spark_output: Path, tolerance: float) -> dict[str, Any]:
     hop_groups, spark_groups = _grouped(hop_output), _grouped(spark_output)
     differences: list[dict[str, Any]] = []
     differing = 0
@@ -264,7 +308,8 @@ def compare(
     """Run ``job_file`` on hop (``workers`` workers) and on Spark (``master``, with the settings ``spark_conf``,
     ``--spark-conf``'s pairs), both with ``reducers`` reducers.
 
-    Raises :class:`SparkCannotStart` before either engine runs if Spark cannot start. Returns ``{"equal",
+    Raises :class:`SparkCannotStart` before either engine runs if Spark cannot start, and :class:`HopRefused` (Spark
+    not run) if hop's engine refused the run as bad usage. Returns ``{"equal",
     "caveat", "tolerance", "engines": {"hop": ..., "spark": ...}, "comparison": ...,
     "error"}`` where each engine is a :class:`Measurement` as a dict, ``comparison`` comes from
     :func:`compare_outputs` (``None`` when an engine failed), ``error`` says which engine failed and ``caveat``
@@ -288,7 +333,10 @@ def compare(
         spark_command += ["--spark-master", master, "--reducers", str(reducers), *options]
         for name, value in spark_conf or []:
             spark_command += ["--spark-conf", f"{name}={value}"]
-        runs = {"hop": measure("hop", hop_command, scratch), "spark": measure("spark", spark_command, scratch)}
+        hop_run = measure("hop", hop_command, scratch)
+        if hop_run.exit_code == 2:
+            raise HopRefused((scratch / "hop.stderr").read_text(encoding="utf-8", errors="replace").strip())
+        runs = {"hop": hop_run, "spark": measure("spark", spark_command, scratch)}
         report_path = spark_out / "_job.json"
         if report_path.exists():
             runs["spark"].startup_seconds = json.loads(report_path.read_text())["spark_startup_seconds"]
@@ -310,6 +358,11 @@ def compare(
 
 def format_table(result: dict[str, Any]) -> str:
     """The comparison as a small text table plus a verdict line (and the first differences or engine errors)."""
+    with _any_int_digits():
+        return _format_table(result)
+
+
+def _format_table(result: dict[str, Any]) -> str:
     lines = [f"{'engine':<8}{'exit':>6}{'wall s':>10}{'CPU s':>10}{'peak RSS MB':>14}{'start-up s':>12}"]
     for name, run in result["engines"].items():
         startup = "" if run["startup_seconds"] is None else f"{run['startup_seconds']:.2f}"

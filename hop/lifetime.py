@@ -263,6 +263,16 @@ def _send_once_out_of(code: Any, signum: int, timeout: float = 5.0) -> None:
     os.kill(os.getpid(), signum)
 
 
+SAME_SIGNAL_SECONDS = 0.5
+"""A Ctrl-C or SIGTERM within this long of the one before is that one delivered again, not a second one. Coreutils
+``timeout`` (``timeout -s INT 60 hop run ...``) sends its signal to the command and then to the command's process
+group, which holds the command: ``hop run`` got it twice, 0.4 ms apart, unless the kernel merged the two, and a
+continuous run took the second for "stop now" and ended without draining. A second Ctrl-C a person means comes after
+the run's "stopping" line, read. ``hop run --engine spark`` takes them so while its Spark job runs
+(``hop.spark_engine``). (The embedded cluster's processes, in the group too, ignore both signals:
+:func:`ignore_stop_signals`.)"""
+
+
 def redelivered(signum: int) -> bool:
     """Whether this ``signum`` is one :func:`redeliver_swallowed_interruptions` sent again (then it is taken)."""
     if signum in _redelivering:

@@ -22,6 +22,7 @@ import argparse
 import os
 import signal
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,33 @@ def _master(args: argparse.Namespace, workers: int) -> str:
     return setting
 
 
+LOCAL_DIR_SETTING = "spark.local.dir"
+"""The Spark setting of the driver's scratch folders (comma-separated), where it keeps its block and shuffle files."""
+
+
+def _check_local_dirs(args: argparse.Namespace) -> None:
+    """Raise ValueError (bad usage) naming a ``--spark-conf spark.local.dir`` folder that cannot be made or written,
+    before Spark starts: Spark's driver then printed a page of "ERROR JavaUtils: Failed to create directory" and
+    their Java stacks, and the run failed with "Spark did not start on master local[2]: [Errno 111] Connection
+    refused", which named neither the setting nor what to do. Each folder is made as Spark would make it (with the
+    folders it is in), and written to (a probe folder, removed): what this user may write, root too, on a file
+    system that takes it."""
+    value = dict(getattr(args, "spark_conf", None) or []).get(LOCAL_DIR_SETTING)
+    for folder in (part.strip() for part in (value or "").split(",")):
+        if not folder:
+            continue
+        try:
+            os.makedirs(folder, exist_ok=True)
+            os.rmdir(tempfile.mkdtemp(prefix=".hop-probe-", dir=folder))
+        except OSError as error:
+            why = error.strerror or type(error).__name__
+            raise ValueError(
+                f"--spark-conf {LOCAL_DIR_SETTING}={value}: cannot make or write the folder {folder} ({why}), where "
+                "Spark's driver keeps its block and shuffle files: give folders this user can write, or drop the "
+                "setting (hop then gives Spark a folder of the run's own in the temporary directory)"
+            ) from None
+
+
 def add_spark_arguments(parser: argparse.ArgumentParser, *, listed: bool = True) -> None:
     """``--spark-master`` and ``--spark-conf``, for any parser that runs jobs on Spark; not ``listed`` in its help
     where they are taken only to be refused with the reason (``hop submit``: its jobs run on the hop cluster)."""
@@ -147,6 +175,7 @@ def run_spark_from_args(args: argparse.Namespace, ending: Callable[[], None] | N
         repeats = repeated_inputs(absolute_inputs(list(args.inputs)), args.output)
         for repeated in [*repeats, *inputs_left_partial(list(args.inputs), args.output)]:
             print(f"hop: warning: {repeated}", file=sys.stderr)
+        _check_local_dirs(args)
         report = run_on_spark(
             job_class,
             list(args.inputs),
@@ -200,7 +229,7 @@ def run_spark_from_args(args: argparse.Namespace, ending: Callable[[], None] | N
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from hop.compare import SparkCannotStart, compare, format_table
+    from hop.compare import HopRefused, SparkCannotStart, compare, format_table
 
     try:  # (a job file that is no hop job, e.g. an mrjob job's, is refused before either engine runs)
         load_job_file(args.job, args.job_class)
@@ -225,6 +254,7 @@ def _compare(args: argparse.Namespace) -> int:
         return _fail(str(error), 2)
     try:
         workers, reducers, master = _defaults(args)
+        _check_local_dirs(args)
     except ValueError as error:
         return _fail(str(error), 2)
     try:
@@ -243,6 +273,9 @@ def _compare(args: argparse.Namespace) -> int:
         )
     except SparkCannotStart as error:
         return _fail(str(error), 3)
+    except HopRefused as refused:  # (its own "hop: error: ..." lines, as hop run printed them)
+        print(refused, file=sys.stderr)
+        return 2
     print(format_table(result))
     return 0 if result["equal"] else 1
 

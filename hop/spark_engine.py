@@ -62,6 +62,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -72,7 +73,7 @@ from hop.counters import total_user_counters
 from hop.inputs import DEFAULT_SPLIT_BYTES, Split, absolute_inputs, expand_inputs
 from hop.job import INPUT_FORMATS, Job
 from hop.jobspec import dump_job_class
-from hop.lifetime import Interrupted, stop_signals_taken
+from hop.lifetime import SAME_SIGNAL_SECONDS, Interrupted, stop_signals_taken
 from hop.outputs import check_output, output_changed, output_identity, output_removed, prepare_output, write_job_report
 from hop.planning import plan_map_inputs
 from hop.spark_gateway import (
@@ -173,9 +174,13 @@ class SparkInterrupted(KeyboardInterrupt):
 def _cancelled_on_signal(sc: SparkContext) -> Iterator[list[int]]:
     """While inside, Ctrl-C or SIGTERM cancels the context's jobs, from another thread, and is noted in the list
     yielded (the caller raises :class:`SparkInterrupted` once its action has returned); a second one raises it at
-    once. PySpark's own Ctrl-C handler cancels them from the signal handler, inside the py4j call the main thread
-    is waiting in: that call fails reentrant, and py4j logs both failures with their tracebacks (47 lines before
-    "interrupted"). Outside the main thread (which alone gets signals) it does nothing.
+    once, but not one within :data:`~hop.lifetime.SAME_SIGNAL_SECONDS` of the first: that is the first delivered
+    again (coreutils ``timeout -s INT`` sends it to the run, then to its process group), which raised at once too,
+    so the run ended with no ``_job.json`` (its output folder removed, as one the run had made and left empty) and
+    the cancelling thread's call into the stopped context printed a page of Java stack. PySpark's own Ctrl-C
+    handler cancels them from the signal handler, inside the py4j call the main thread is waiting in: that call
+    fails reentrant, and py4j logs both failures with their tracebacks (47 lines before "interrupted"). Outside the
+    main thread (which alone gets signals) it does nothing.
 
     The reader of the run's messages gone (``hop run ... 2>&1 | head -1``), found as the JVM writes its next line
     or progress bar (:func:`hop.spark_gateway.stderr_reader_watched`), cancels them too, noted as SIGPIPE, as
@@ -189,7 +194,12 @@ def _cancelled_on_signal(sc: SparkContext) -> Iterator[list[int]]:
     def cancel() -> None:
         threading.Thread(target=_cancel_jobs, args=(sc,), name="cancel Spark jobs", daemon=True).start()
 
+    first: list[float] = []  # (monotonic)
+
     def on_signal(signum: int, frame: object) -> None:
+        if first and time.monotonic() - first[0] < SAME_SIGNAL_SECONDS:
+            return  # (the first one delivered again: the jobs are being cancelled already)
+        first.append(time.monotonic())
         signalled.append(signum)
         if len(signalled) > 1:
             raise SparkInterrupted(signalled[0])
@@ -223,7 +233,10 @@ def _cancel_jobs(sc: SparkContext) -> None:
         log4j = jvm.org.apache.logging.log4j
         for logger in ("org.apache.spark.TaskContextImpl", "org.apache.spark.scheduler.TaskSchedulerImpl"):
             log4j.core.config.Configurator.setLevel(logger, log4j.Level.OFF)
-    sc.cancelAllJobs()
+    # A second Ctrl-C ends the run at once, stopping the context this thread may not have reached yet: its call then
+    # fails ("Cannot call methods on a stopped SparkContext"), with nothing left to cancel.
+    with contextlib.suppress(Exception):
+        sc.cancelAllJobs()
 
 
 class SparkJobFailed(RuntimeError):
@@ -654,6 +667,34 @@ def stop_session(spark: SparkSession) -> None:
     finally:
         if server is not None:
             threading.Thread(target=_shut_down, args=(server,), name="hop-accumulator-server-stop", daemon=True).start()
+
+
+INTERRUPTED_STOP_SECONDS = 10.0
+"""How long :func:`stop_interrupted_session` waits for its cancelling calls into the JVM before it stops anyway."""
+
+
+def stop_interrupted_session(spark: SparkSession) -> None:
+    """Stop ``spark`` as a command that was interrupted (Ctrl-C, SIGTERM) while a Spark job of its ran: Spark's
+    logging turned off and the job cancelled first, from another thread (the main thread's connection to the JVM may
+    have been cut mid-call by the interruption), then :func:`stop_session`, PySpark's warning that the JVM did not
+    stop cleanly dropped. Stopped as it was, the session's job aborted under the user's "interrupted" with an
+    ``ERROR FileFormatWriter: Aborting job`` and a page of Java stack, or PySpark warned "Unable to cleanly shutdown
+    Spark JVM process" (``hop view --compact`` sent SIGTERM). Nothing of them is the user's: the run was stopped."""
+    sc: Any = spark.sparkContext
+
+    def cancel() -> None:
+        with contextlib.suppress(Exception):
+            log4j = sc._jvm.org.apache.logging.log4j
+            log4j.core.config.Configurator.setRootLevel(log4j.Level.OFF)
+        with contextlib.suppress(Exception):
+            sc.cancelAllJobs()
+
+    canceller = threading.Thread(target=cancel, name="cancel interrupted Spark jobs", daemon=True)
+    canceller.start()
+    canceller.join(INTERRUPTED_STOP_SECONDS)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Unable to cleanly shutdown Spark JVM process", RuntimeWarning)
+        stop_session(spark)
 
 
 def _ignore_request_error(request: object, client_address: object) -> None:

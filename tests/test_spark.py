@@ -951,6 +951,31 @@ def test_run_spark_from_args_rejects_bad_usage_before_starting_spark(
     assert (taken / "part-00000").read_text() == "x\n"
 
 
+def test_a_spark_local_dir_that_cannot_be_made_is_refused_before_spark_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--spark-conf spark.local.dir=DIR`` where DIR cannot be made (a file on its path; ``/proc/x``): Spark's driver
+    printed a page of "ERROR JavaUtils: Failed to create directory" with their Java stacks, and the run failed
+    with "Spark did not start on master local[2]: [Errno 111] Connection refused", exit code 3, naming neither the
+    setting nor what to do. It is refused as bad usage now (exit code 2), naming it, before Spark starts; by ``hop
+    compare`` before either engine runs."""
+    from hop.spark_cli import register
+
+    (tmp_path / "in.txt").write_text("a b\n")
+    (tmp_path / "file").write_text("")
+    setting = f"spark.local.dir={tmp_path / 'ok'},{tmp_path / 'file' / 'sub'}"
+    command = [sys.executable, "-m", "hop", "run", job_path("wordcount"), "in.txt", "-o", "out", "--engine", "spark"]
+    run = subprocess.run([*command, "--spark-conf", setting], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    expected = f"hop: error: --spark-conf {setting}: cannot make or write the folder {tmp_path / 'file' / 'sub'} (Not a"
+    assert (run.returncode, run.stderr.startswith(expected)) == (2, True), run.stderr
+    assert "ERROR" not in run.stderr and not (tmp_path / "out").exists()
+    parser = argparse.ArgumentParser(prog="hop")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["compare", job_path("wordcount"), str(tmp_path / "in.txt"), "--spark-conf", setting])
+    assert args.func(args) == 2
+    assert capsys.readouterr().err.startswith(expected)
+
+
 def test_hop_compare_end_to_end(corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from hop.spark_cli import register
 
@@ -1058,6 +1083,26 @@ def test_hop_compare_of_standard_input_says_it_reads_files(capsys: pytest.Captur
     assert "standard input (-) can be read once: save it to a file" in capsys.readouterr().err
 
 
+def test_hop_compare_of_a_run_hop_refuses_as_bad_usage_does_not_start_spark(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--reducers 2000``, more processes than hop's embedded cluster starts: hop's run exited 2 at once, Spark's then
+    ran (64 s on the build machine) and the comparison exited 1, "outputs not compared: hop exited with code 2". It
+    now exits 2 with hop's error, Spark not started (its start-up alone takes seconds)."""
+    from hop.spark_cli import register
+
+    (tmp_path / "in.txt").write_text("a b\n")
+    parser = argparse.ArgumentParser(prog="hop")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["compare", job_path("wordcount"), str(tmp_path / "in.txt"), "--reducers", "2000"])
+    started = time.monotonic()
+    assert args.func(args) == 2
+    assert time.monotonic() - started < 5, "Spark's run was started"
+    printed = capsys.readouterr()
+    assert printed.err.startswith("hop: error: --workers ") and "--reducers 2000 would start" in printed.err
+    assert printed.out == ""
+
+
 @pytest.mark.parametrize("cause", ["master", "java"])
 def test_hop_compare_that_spark_cannot_start_for_is_refused_before_either_engine_runs(
     cause: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -1122,6 +1167,35 @@ def test_compare_outputs_tolerance_and_differences(tmp_path: Path) -> None:
     alone = write_output(tmp_path / "alone", ['"a"\t1'])
     lines = format_table({**summary, "comparison": compare_outputs(alone, alone, 0.1)}).splitlines()
     assert lines[2].startswith("outputs equal: 1 key, tolerance 1e-09 ")
+
+
+def test_compare_outputs_of_an_int_no_float_holds_beside_a_float_says_how_they_differ(tmp_path: Path) -> None:
+    """An int past a float's range (an exact sum of big numbers) on one side and a float on the other raised
+    OverflowError from ``math.isnan``/``math.isclose``: ``hop compare`` ended in a traceback once both engines had
+    run, instead of listing the key that differs."""
+    big = "1" + "0" * 400
+    hop_out = write_output(tmp_path / "hop-out", [f'"a"\t{big}', f'"b"\t{big}', '"c"\t1.5', f'"d"\t[{big}]'])
+    other = write_output(tmp_path / "other", ['"a"\t1e300', f'"b"\t{big}', f'"c"\t{big}', '"d"\t[Infinity]'])
+    result = compare_outputs(hop_out, other, 1e-9)
+    assert (result["equal"], result["differing_keys"]) == (False, 3)
+    assert [d["key"] for d in result["differences"]] == ["a", "c", "d"]
+    assert values_equal(int(big), float("1e400"), 1e-9) is False  # (an infinity: no int equals it)
+    assert values_equal(2**1024, 1.7976931348623157e308, 1e-9)  # (the largest float, within 1e-16 of it)
+    assert not values_equal(2**1030, 1.7976931348623157e308, 1e-9) and not values_equal(-(2**1030), 1.5, 1e-9)
+
+
+def test_compare_outputs_of_ints_past_pythons_digit_limit(tmp_path: Path) -> None:
+    """An output value of more than 4,300 digits (tests/jobs/big_ints.py's, on either engine) failed ``hop compare``
+    with "ValueError: Exceeds the limit (4300 digits) for integer string conversion" once both engines had run; its
+    verdict writes such a value too. The limit is Python's default again after."""
+    big = "1" + "0" * 5000
+    hop_out = write_output(tmp_path / "hop-out", [f'"a"\t{big}', f'"b"\t{big}'])
+    other = write_output(tmp_path / "other", [f'"a"\t{big}', f'"b"\t{big}1'])
+    result = compare_outputs(hop_out, other, 1e-9)
+    assert (result["equal"], result["differing_keys"], result["keys"]) == (False, 1, 2)
+    summary = {"equal": False, "tolerance": 1e-9, "error": None, "comparison": result, "engines": {}}
+    assert f'key "b": hop [{big}], spark [{big}1]' in format_table(summary)
+    assert compare_outputs(hop_out, hop_out, 0.0)["equal"] and sys.get_int_max_str_digits() == 4300
 
 
 @pytest.mark.parametrize("tolerance", ["-1", "nan"])
@@ -1497,6 +1571,28 @@ def test_ctrl_c_cancels_the_spark_job_and_ends_without_py4j_tracebacks(tmp_path:
     # (as hop's engine reports a batch job cancelled so; it said status "interrupted", hop's engine "failed")
     assert (report["status"], report["error"]) == ("failed", "cancelled: hop run was interrupted by SIGINT")
     assert not (tmp_path / "out" / "_SUCCESS").exists()
+    assert os.listdir(temporary) == []
+
+
+def test_a_ctrl_c_delivered_twice_at_once_cancels_the_spark_job_as_one_does(tmp_path: Path) -> None:
+    """``timeout -s INT 60 hop run --engine spark ...`` delivers its SIGINT to the run, then to its process group:
+    twice, a fraction of a millisecond apart (hop.cli.SAME_SIGNAL_SECONDS). The second was taken for a second
+    Ctrl-C, which ends the run at once: it left no ``_job.json`` (nor its output folder) and printed the cancelling
+    thread's traceback, a page of Java stack ("Cannot call methods on a stopped SparkContext"). It is now the one
+    Ctrl-C it is. (Sent 20 ms apart: two signals that come before Python's handler has run are one to Python.)"""
+    (tmp_path / "in.txt").write_text("spin\n")
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    with _busy_spark_run(tmp_path, temporary) as process:
+        process.send_signal(signal.SIGINT)
+        time.sleep(0.02)  # (past the handler's run for the first, well before the job's cancellation ends)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 130
+    printed = (tmp_path / "stderr").read_text()
+    assert printed.endswith("hop: error: interrupted\n"), printed[-2000:]
+    assert "Traceback" not in printed and "\tat org.apache" not in printed and "\norg.apache" not in printed, printed
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert (report["status"], report["error"]) == ("failed", "cancelled: hop run was interrupted by SIGINT")
     assert os.listdir(temporary) == []
 
 

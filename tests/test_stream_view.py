@@ -567,6 +567,32 @@ def test_a_continuous_run_without_java_says_at_its_start_that_it_makes_no_view(t
     assert (output / "windows").is_dir() and not (output / "_view").exists()
 
 
+def test_a_continuous_run_whose_view_master_does_not_answer_says_so_at_its_start(tmp_path: Path) -> None:
+    """A continuous job whose ``--spark-master spark://...`` takes no connection said so only after it ended ("the
+    materialized view was not updated: the Spark master ... could not be reached"), every compaction of a job of days
+    failing meanwhile in silence; it now warns as it starts (the job runs on: the master may be started later)."""
+    import socket
+    import subprocess
+    import sys
+
+    from tests.conftest import job_path
+
+    with socket.socket() as probe:  # (a port nothing listens on: the connection is refused)
+        probe.bind(("127.0.0.1", 0))
+        master = f"spark://127.0.0.1:{probe.getsockname()[1]}"
+    (tmp_path / "in.txt").write_text("a b\n")
+    output = tmp_path / "out"
+    command = [sys.executable, "-m", "hop", "run", job_path("stream_wordcount"), "--source", "replay:in.txt",
+               "--window", "1r", "-o", str(output), "--workers", "1", "--spark-master", master]  # fmt: skip
+    run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    warning = "hop: warning: the materialized view is not updated while its master does not answer "
+    warning += f"(the Spark master {master} could not be reached"
+    assert warning in run.stderr, run.stderr
+    assert run.stderr.index(warning) < run.stderr.index("hop: window "), "said before the job's windows"
+    assert (output / "windows").is_dir()
+
+
 def test_hop_view_of_a_batch_jobs_output_says_it_has_none(tmp_path: Path) -> None:
     """It said "no materialized view yet (no compaction has run)", as if one were coming; then it said so with exit
     code 1, which the README gives a failed job: a batch job's folder is the wrong one given, bad usage (2)."""
@@ -653,6 +679,24 @@ def test_hop_view_names_pending_deltas_and_compacts_them(tmp_path: Path) -> None
     assert "not in it yet" not in after.stderr and deltas_left(out) == []
 
 
+def test_hop_view_refuses_a_spark_master_without_compact(tmp_path: Path) -> None:
+    """``hop view OUT --spark-master URL`` took the master and ignored it (only ``--compact`` starts Spark), printing
+    the view as if it had been used; it is refused as bad usage now, as hop refuses options that would do nothing."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    write_delta(out, 0, 0, [{"window_start": 0, "window_end": 10, "key": "a", "value": 1}])
+    command = [sys.executable, "-m", "hop", "view", str(out), "--spark-master", "local[2]"]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr == (
+        "hop: error: --spark-master local[2] applies to --compact, which starts Spark; this hop view only reads the "
+        "view's manifest: add --compact, or drop --spark-master\n"
+    )
+    assert deltas_left(out) == ["delta-00000-00000000.jsonl"]
+
+
 def test_hop_view_compact_where_spark_cannot_start_exits_3_as_hop_run_does(tmp_path: Path) -> None:
     """``hop view --compact`` with a JAVA_HOME holding no java exited 1, the code of a failed job, where ``hop run
     --engine spark`` exits 3 (the README's exit codes: the cluster or Spark could not run it)."""
@@ -682,6 +726,40 @@ def test_ctrl_c_as_hop_view_compacts_starting_spark_leaves_no_jvm_directory(tmp_
     assert code == 130 and stderr.endswith("hop: error: interrupted\n"), (code, stderr)
     assert sorted(path.name for path in temporary.iterdir()) == [], "left in the temporary directory"
     assert deltas_left(out) == ["delta-00000-00000000.jsonl"] and view_info(out) is None
+
+
+def test_sigterm_as_hop_view_compacts_prints_nothing_of_sparks_but_interrupted(tmp_path: Path) -> None:
+    """``kill PID`` of ``hop view --compact`` while its Spark job wrote the new base: the session was stopped under
+    the running job, which printed ``ERROR FileFormatWriter: Aborting job`` and a page of Java stack (or PySpark
+    warned "Unable to cleanly shutdown Spark JVM process") above "interrupted". The job is now cancelled with Spark's
+    logging off first; the run exits 143 saying "interrupted" alone, leaving its deltas and no JVM directory."""
+    import subprocess
+    import sys
+
+    temporary, out = tmp_path / "tmp", tmp_path / "out"
+    temporary.mkdir()
+    for seq in range(40):  # (enough rows for the job to be running when the signal comes)
+        bounds = {"window_start": seq * 10, "window_end": seq * 10 + 10}
+        rows = [{**bounds, "key": f"k{k}", "value": k} for k in range(3000)]
+        write_delta(out, 0, seq, rows)
+    command = [sys.executable, "-m", "hop", "view", str(out), "--compact"]
+    environment = {**os.environ, "TMPDIR": str(temporary)}
+    with open(tmp_path / "stderr", "w+") as stderr:
+        run = subprocess.Popen(command, env=environment, stderr=stderr, stdout=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 120
+            while not list((out / "_view").glob("_tmp-write-*")):  # (Spark's job has started writing the base)
+                assert time.monotonic() < deadline and run.poll() is None, (tmp_path / "stderr").read_text()
+                time.sleep(0.05)
+            run.send_signal(signal.SIGTERM)
+            assert run.wait(timeout=60) == 143
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.wait()
+    assert (tmp_path / "stderr").read_text() == "hop: error: interrupted\n"
+    assert sorted(path.name for path in temporary.iterdir()) == [], "left in the temporary directory"
+    assert len(deltas_left(out)) == 40 and view_info(out) is None
 
 
 def base_files(info: ViewInfo) -> dict[str, tuple[int, int]]:

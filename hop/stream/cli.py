@@ -400,6 +400,14 @@ def _view(args: argparse.Namespace) -> int:
     from hop.stream.view import DeltaError, compact, pending_deltas, view_info
 
     output = Path(args.target)
+    if args.spark_master is not None and not args.compact:
+        # (it was taken and ignored: only a compaction starts Spark; hop refuses options that would do nothing)
+        print(
+            f"hop: error: --spark-master {args.spark_master} applies to --compact, which starts Spark; this hop view "
+            "only reads the view's manifest: add --compact, or drop --spark-master",
+            file=sys.stderr,
+        )
+        return 2
     if not output.is_dir():
         if not args.coordinator:
             # (it said "is not an output directory" of a path that did not exist too, leaving the typo unnamed)
@@ -420,7 +428,7 @@ def _view(args: argparse.Namespace) -> int:
         from hop.spark_engine import SparkUnavailable
 
         try:
-            compact(output, args.spark_master)
+            compact(output, args.spark_master or "local[1]")
         except SparkUnavailable as error:  # no Java, or the session did not start: exit code 3, as hop run's
             print(f"hop: error: {error}", file=sys.stderr)
             return 3
@@ -520,6 +528,6 @@ def register(commands: Any) -> None:
         "--compact", action="store_true", help="first merge the checkpoint deltas not in the view yet (starts Spark)"
     )
     view.add_argument(
-        "--spark-master", type=spark_master_url, default="local[1]", help="Spark master of --compact (default local[1])"
+        "--spark-master", type=spark_master_url, default=None, help="Spark master of --compact (default local[1])"
     )
     view.set_defaults(func=_view)

@@ -28,6 +28,7 @@ from hop.jobspec import JobSpec
 from hop.lifetime import stop_signals_held, stop_signals_noted, stop_signals_taken
 from hop.outputs import output_identity, output_removed, prepare_output, write_job_report
 from hop.spark_gateway import java_problem
+from hop.spark_master import unreachable_master
 from hop.stream.sources import source_paths
 from hop.stream.tracker import KEEP_WINDOWS
 from hop.task_status import StatusFeed
@@ -81,6 +82,17 @@ def run_stream(
     elif view_interval is not None:  # (started once the old output is gone: it could compact that one's deltas)
         from hop.stream.compactor import Compactor
 
+        unreachable = unreachable_master(spark_master)
+        if unreachable is not None:
+            # Said now too: every compaction fails on it, and the run said so only as it ended, a job of days
+            # later. Not refused: the master may be started meanwhile, and the next compaction then runs.
+            print(
+                f"hop: warning: the materialized view is not updated while its master does not answer ({unreachable});"
+                f" the job runs on, and compacts its checkpoints every --view-interval ({view_interval:g}s) once the "
+                "master answers",
+                file=sys.stderr,
+                flush=True,
+            )
         compactor = Compactor(spec.output, interval=view_interval, spark_master=spark_master)
         compactor.start()
     if on_submitted is not None:

@@ -406,7 +406,7 @@ def _new_base(
     }
     items = [(d.read, str(out / DELTAS_DIR / d.name), d.partition, d.seq, todo.where) for d in new]
     # (not at the top: executors import this module)
-    from hop.spark_engine import shutdown_jvm, start_session, stop_session
+    from hop.spark_engine import shutdown_jvm, start_session, stop_interrupted_session, stop_session
 
     if spark is None:
         try:
@@ -416,10 +416,12 @@ def _new_base(
             raise
     else:
         session = spark() if callable(spark) else spark
+    merged = False
     try:
         for leftover in (temporary, written):  # left by a run that was killed
             shutil.rmtree(leftover, ignore_errors=True)
         stats = _merge(session, items, sources, written)
+        merged = True
         temporary.mkdir()
         pieces = []
         for piece_id in todo.pieces:
@@ -440,7 +442,9 @@ def _new_base(
         for leftover in (temporary, written):
             shutil.rmtree(leftover, ignore_errors=True)
         if spark is None:
-            stop_session(session)
+            # (a merge cut short: interrupted, as hop view --compact is by Ctrl-C or SIGTERM, or failed, said by its
+            # error; either way what Spark logs as its job is stopped is no news)
+            (stop_session if merged else stop_interrupted_session)(session)
             shutdown_jvm()
     return dict(
         version=version,
