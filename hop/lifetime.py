@@ -25,6 +25,7 @@ from typing import Any
 
 __all__ = [
     "PARENT_VARIABLE",
+    "SAME_SIGNAL_SECONDS",
     "SERVING_COMMANDS",
     "STOP_SIGNALS",
     "Interrupted",
