@@ -805,21 +805,30 @@ def run_on_spark(
             first = number == 0
             maps = len(tasks) if first else num_reduces
             lines = _plan_step(sc, run, job_class, job_code, number, lines, fmt if first else "lines", maps)
-        with _cancelled_on_signal(sc) as signalled:
-            try:
-                written = lines.mapPartitionsWithIndex(partial(write_task, str(out))).collect()
-                failure = None
-            except Exception as error:
-                failure = error
-            if failure is not None or signalled:
-                if not quiet:
-                    _clear_progress_bar(sc)
-                folder.remove_temporary()
+        try:
+            with _cancelled_on_signal(sc) as signalled:
+                try:
+                    written = lines.mapPartitionsWithIndex(partial(write_task, str(out))).collect()
+                    failure = None
+                except Exception as error:
+                    failure = error
+                if failure is not None or signalled:
+                    if not quiet:
+                        _clear_progress_bar(sc)
+                    folder.remove_temporary()
+        except SparkInterrupted as stopped:
+            # A second Ctrl-C or SIGTERM ends the run now, not waiting for the cancelled tasks to end; it is reported
+            # as the first one is (it ended the run with no _job.json, and the output folder, left empty, removed).
+            folder.remove_temporary()
+            if not folder.removed():
+                run.write("failed", Interrupted(stopped.signum, "hop run").cancel_reason())
+            raise
         if signalled:  # (the job was cancelled, or ended meanwhile: either way the run was stopped)
-            _await_tasks_ended(sc, time.monotonic() + 10)
             if not folder.removed():  # (else there is no OUT to hold the report: the run was stopped anyway)
-                # As hop's engine reports a batch job a Ctrl-C or SIGTERM cancelled (README: Spark).
+                # As hop's engine reports a batch job a Ctrl-C or SIGTERM cancelled (README: Spark). Written before
+                # the wait for its tasks, which a second one ends.
                 run.write("failed", Interrupted(signalled[0], "hop run").cancel_reason())
+            _await_tasks_ended(sc, time.monotonic() + 10)
             raise SparkInterrupted(signalled[0])
         if folder.removed():  # (a reduce task that found no OUT/_temporary failed the job for it)
             raise _removed_output_failure(run)

@@ -1815,3 +1815,23 @@ def test_the_block_managers_failure_to_delete_its_shuffle_folder_is_not_printed(
     assert "Failed to create local dir in /full/disk" in done.stderr, done.stderr[-3000:]
     assert "Exception while deleting local spark dir" not in done.stderr, done.stderr[-3000:]
     assert done.stderr.count("Failed to delete: /tmp/x/blockmgr-1") == 1, done.stderr[-3000:]  # (the other's cause)
+
+
+def test_a_second_ctrl_c_ends_the_spark_run_at_once_and_reports_it_as_the_first_would(tmp_path: Path) -> None:
+    """A second Ctrl-C (past SAME_SIGNAL_SECONDS) while the first cancels the job ends the run at once: it left no
+    ``_job.json`` and removed the output folder, left empty, where the README says an interrupted run reports
+    ``cancelled: hop run was interrupted by SIGINT``."""
+    (tmp_path / "in.txt").write_text("spin\n")
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    with _busy_spark_run(tmp_path, temporary) as process:
+        process.send_signal(signal.SIGINT)
+        time.sleep(0.7)  # (a second Ctrl-C, not the first delivered again)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 130
+    printed = (tmp_path / "stderr").read_text()
+    assert printed.endswith("hop: error: interrupted\n"), printed[-2000:]
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert (report["status"], report["error"]) == ("failed", "cancelled: hop run was interrupted by SIGINT")
+    assert not (tmp_path / "out" / "_SUCCESS").exists()
+    assert os.listdir(temporary) == []
