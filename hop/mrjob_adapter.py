@@ -22,6 +22,8 @@ What runs as under mrjob (see mrjob's documentation for the semantics):
   finds them (beside the job file) and are in the working directory of every task while it runs, as under
   mrjob; file options are passed to the tasks as absolute paths. ``mapreduce.task.partition`` and the other names
   of the task say which task runs (:func:`_task_environment`).
+- A task's ``load_args`` runs as in mrjob's tasks (:meth:`MRJobAdapter.setup`): ``is_task()`` true,
+  ``options.step_num`` and ``run_mapper``/``run_reducer`` saying which task, file options absolute paths.
 - ``jobconf_from_env("mapreduce.map.input.file")`` names the file a mapper reads, and ``mapreduce.map.input.start``
   and ``mapreduce.map.input.length`` the byte range of it the map reads, as Hadoop streaming and mrjob's runners
   set them (:func:`_input_environment`; the old names, ``map.input.file``..., are set too, as mrjob's local runners
@@ -77,6 +79,7 @@ from hop.mrjob_jobconf import step_jobconfs
 from hop.mrjob_loader import MRJobNotAvailable, load_mrjob_file
 from hop.outputs import JOB_REPORT, OutputWriteError, output_write_error, write_job_report, writing_output
 from hop.spilldirs import make_marked_dir
+from hop.usercode import call_user
 from hop.usertrace import user_traceback
 
 __all__ = ["MRJobAdapter", "MRJobNotAvailable", "MRJobRun", "load_mrjob_file", "rewrite_output"]
@@ -136,6 +139,7 @@ class MRJobRun:
             jobconfs = step_jobconfs(mr, path)
             links = _task_files(mr, path)
             file_options = _file_options(mr, path)  # (before the working directory: it may refuse one)
+            task_args = _task_args(mr)
         self.whole_files = mr.steps()[0]["mapper_raw"] is not None
         """Whether the first step's maps read each input file whole (``mapper_raw``: the spec's ``whole_files``)."""
         self.step_reducers: list[int | None] = [conf.reducers for conf in jobconfs]
@@ -175,6 +179,7 @@ class MRJobRun:
             "mrjob_args": list(job_args),
             "mrjob_workdir": self.workdir,
             "mrjob_file_options": file_options,
+            "mrjob_task_args": task_args,
             "mrjob_environments": [conf.environment for conf in jobconfs],
         }
         self.job_class: type[Job] = type(self.mrjob_class.__name__, (MRJobAdapter,), attributes)
@@ -409,6 +414,25 @@ def _file_options(mr: Any, path: str) -> dict[str, Any]:
     return options
 
 
+def _task_args(mr: Any) -> list[str]:
+    """The job's arguments as mrjob gives them to its tasks (``MRJob._non_option_kwargs``' ``extra_args``): its own
+    options (``add_passthru_arg``), and its file options (``add_file_arg``) as absolute paths, since a task runs in
+    another working directory; not mrjob's runner options. A task's ``load_args`` reads them, with which task it is
+    (:meth:`MRJobAdapter.setup`)."""
+    from mrjob.options import _parse_raw_args  # (mrjob is imported only for an mrjob job: hop.mrjob_loader)
+
+    args: list[str] = []
+    for dest, option, values in _parse_raw_args(mr.arg_parser, mr._cl_args):
+        if dest in mr._file_arg_dests:
+            args += [option, os.path.abspath(os.path.expanduser(values[0].partition("#")[0]))]
+        elif dest in mr._passthru_arg_dests:
+            if option and len(values) == 1 and values[0].startswith("-"):  # (--offset=-5: as mrjob passes it)
+                args.append(f"{option}={values[0]}")
+            else:
+                args += [*([option] if option else []), *values]
+    return args
+
+
 def _importable_job_module(mrjob_class: type[Any]) -> None:
     """Make the job file's module importable by its name in a task process, as the module of the classes it
     defines: the job's code came pickled by value (``hop.jobspec``), so no module of that name is there, and
@@ -526,6 +550,8 @@ class MRJobAdapter(Job):
     mrjob_args: list[str] = []
     mrjob_workdir: str | None = None
     mrjob_file_options: dict[str, Any] = {}
+    mrjob_task_args: list[str] = []
+    """The job's own arguments as mrjob passes them to its tasks (:func:`_task_args`)."""
     mrjob_environments: list[dict[str, str]] = []
     """Each step's jobconf as its tasks' environment variables (``hop.mrjob_jobconf.StepJobconf.environment``)."""
 
@@ -556,6 +582,13 @@ class MRJobAdapter(Job):
         # (A map reading no file, a later step's, has no input file: not the one this process's last map read.)
         unset = [name for names in _INPUT_VARIABLES.values() for name in names]
         _set_environment({**step, **_task_environment(self.task_identity)}, unset=unset)
+        if self.task_identity is not None:
+            # As mrjob starts a task (``--step-num=N --mapper``): its load_args finds is_task() True, which its
+            # docstring says a job loads what only its tasks need by (a job skipping that wrote what it should
+            # have left out), and reads its file options as paths it can open from here.
+            kind = "--mapper" if self.task_identity.kind == "map" else "--reducer"
+            args = [*self.mrjob_task_args, f"--step-num={self.step_number}", kind]
+            call_user("load_args", lambda: self.mr.load_args(args))
         if self.input_file is not None:  # a map: its mapper_init may already ask which file it reads
             self._note_input()
 

@@ -2115,3 +2115,71 @@ def test_job_help_after_the_separator_is_help_not_an_error(tmp_path: Path) -> No
     assert result.returncode == 0, result.stderr
     assert "how many words to keep" in result.stdout and "bad job arguments" not in result.stderr, result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_load_args_in_a_task_finds_it_is_a_task_and_its_file_options_as_under_mrjob(tmp_path: Path) -> None:
+    """mrjob's ``is_task()`` is "mostly useful inside load_args" (its docstring): a job loads what only its tasks need
+    there, reading its file options (``add_file_arg``). On hop it was False in every task, so such a job skipped it
+    and wrote words it was told to leave out, without an error. A task's ``load_args`` now sees ``is_task()`` True,
+    its step (``--step-num``) and kind, and its file options as paths it can open from the task's directory."""
+    (tmp_path / "in.txt").write_text("the cat\nthe dog and the cat\n")
+    (tmp_path / "stops.txt").write_text("the\nand\n")
+    job = write_job(
+        tmp_path,
+        "mr_is_task.py",
+        """
+        from mrjob.job import MRJob
+
+
+        class MRIsTask(MRJob):
+            def configure_args(self):
+                super().configure_args()
+                self.add_file_arg("--stop-words-file")
+
+            def load_args(self, args):
+                super().load_args(args)
+                self.stop_words = set()
+                self.kind = "mapper" if self.options.run_mapper else "reducer" if self.options.run_reducer else None
+                if self.is_task() and self.options.stop_words_file:
+                    with open(self.options.stop_words_file) as words:
+                        self.stop_words = set(words.read().split())
+
+            def mapper(self, _, line):
+                for word in line.split():
+                    if word not in self.stop_words:
+                        yield word, [self.kind, self.options.step_num]
+
+            def reducer(self, word, seen):
+                yield word, [len(list(seen)), self.kind, self.options.step_num]
+        """,
+    )
+    args = ("--stop-words-file", "stops.txt")
+    expected = mrjob_inline(job, [tmp_path / "in.txt"], *args, cwd=tmp_path)
+    assert expected == Counter({("cat", (2, "reducer", 0)): 1, ("dog", (1, "reducer", 0)): 1}), expected
+    hop_run(job, [tmp_path / "in.txt"], tmp_path / "out", *args, cwd=tmp_path)
+    assert hop_output(job, tmp_path / "out", *args) == expected
+
+
+def test_a_tasks_load_args_that_raises_is_named_with_the_jobs_traceback(tmp_path: Path) -> None:
+    (tmp_path / "in.txt").write_text("a b\n")
+    job = write_job(
+        tmp_path,
+        "mr_load_model.py",
+        """
+        from mrjob.job import MRJob
+
+
+        class MRLoadModel(MRJob):
+            def load_args(self, args):
+                super().load_args(args)
+                if self.is_task():
+                    self.model = open("model.bin").read()
+
+            def mapper(self, _, line):
+                yield line, len(self.model)
+        """,
+    )
+    failed = hop_fails("--mrjob", str(job), "in.txt", "-o", "out", cwd=tmp_path)
+    assert failed.returncode == 1, failed.stderr
+    assert "job failed: load_args raised FileNotFoundError" in failed.stderr, failed.stderr
+    assert 'mr_load_model.py", line 9, in load_args' in failed.stderr, failed.stderr
