@@ -2183,3 +2183,14 @@ def test_a_tasks_load_args_that_raises_is_named_with_the_jobs_traceback(tmp_path
     assert failed.returncode == 1, failed.stderr
     assert "job failed: load_args raised FileNotFoundError" in failed.stderr, failed.stderr
     assert 'mr_load_model.py", line 9, in load_args' in failed.stderr, failed.stderr
+
+
+def test_a_job_file_named_without_py_runs_as_python_runs_it(tmp_path: Path) -> None:
+    """``python mr_count`` runs a job file named without ``.py`` (an executable script); hop refused it as "not a
+    Python module"."""
+    (tmp_path / "in.txt").write_text("b a\nb\n")
+    job = tmp_path / "mr_count"
+    job.write_text((EXAMPLES / "mr_word_freq_count.py").read_text())
+    hop_run(job, [tmp_path / "in.txt"], tmp_path / "out")
+    lines = sorted(line for part in (tmp_path / "out").glob("part-*") for line in part.read_text().splitlines())
+    assert lines == ['"a"\t1', '"b"\t2']
