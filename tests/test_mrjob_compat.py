@@ -13,6 +13,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -2194,3 +2195,24 @@ def test_a_job_file_named_without_py_runs_as_python_runs_it(tmp_path: Path) -> N
     hop_run(job, [tmp_path / "in.txt"], tmp_path / "out")
     lines = sorted(line for part in (tmp_path / "out").glob("part-*") for line in part.read_text().splitlines())
     assert lines == ['"a"\t1', '"b"\t2']
+
+
+def test_a_job_given_no_input_reads_standard_input_as_mrjob_does(tmp_path: Path) -> None:
+    """``python mr_job.py < IN`` reads standard input, given no input; ``hop run --mrjob mr_job.py -o OUT < IN``
+    failed with hop's usage error (inputs required). It reads standard input now; a hop job still needs inputs."""
+    (tmp_path / "in.txt").write_text("b a\nb\n")
+    job = EXAMPLES / "mr_word_freq_count.py"
+    expected = mrjob_inline(job, [tmp_path / "in.txt"])
+    for command in (["--mrjob", str(job), "-o", "out", "--quiet"], ["--quiet", "--mrjob", "-o", "out", str(job)]):
+        with open(tmp_path / "in.txt", "rb") as stdin:
+            result = subprocess.run(
+                [sys.executable, "-m", "hop", "run", *command], stdin=stdin, capture_output=True, text=True,
+                timeout=TIMEOUT, cwd=tmp_path,
+            )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        assert hop_output(job, tmp_path / "out") == expected
+        assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt", "out"], "standard input's copy removed"
+        shutil.rmtree(tmp_path / "out")
+    refused = hop_fails(str(tmp_path / "job.py"), "-o", "out", cwd=tmp_path)
+    assert "the following arguments are required: inputs" in refused.stderr, refused.stderr
+
