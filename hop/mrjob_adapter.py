@@ -10,6 +10,8 @@ What runs as under mrjob (see mrjob's documentation for the semantics):
   as Hadoop would: ``hop.mrjob_codec``), OUTPUT_PROTOCOL writes the output, so the ``part-*`` files hold exactly
   the lines mrjob writes. Float NaN keys group as one key, as mrjob groups their JSON text ``NaN``.
   ``SORT_VALUES`` sorts each key's values by their encoded form, as under Hadoop, for the reducer and the combiner.
+- Hadoop streaming's ``reporter:counter:GROUP,COUNTER,AMOUNT`` and ``reporter:status:MESSAGE`` lines the job
+  writes to ``sys.stderr`` itself count and set the status, as mrjob's runners parse them (``hop.mrjob_reporter``).
 - ``increment_counter`` adds to hop's user counters (``_job.json``, and printed under the summary line).
   ``set_status`` sends the message to the coordinator (``hop.task_status``), which ``hop run`` and ``hop submit``
   print as ``hop: JOB status (task map 3): MESSAGE`` above their progress bars and ``hop status JOB_ID`` shows:
@@ -70,7 +72,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from hop import task_status
+from hop import mrjob_reporter, task_status
 from hop.inputs import Split
 from hop.job import Job, Step, TaskIdentity
 from hop.loader import JobFileError
@@ -582,6 +584,8 @@ class MRJobAdapter(Job):
         # (A map reading no file, a later step's, has no input file: not the one this process's last map read.)
         unset = [name for names in _INPUT_VARIABLES.values() for name in names]
         _set_environment({**step, **_task_environment(self.task_identity)}, unset=unset)
+        # Hadoop streaming's reporter:counter:/reporter:status: lines the job writes itself count, as under mrjob.
+        mrjob_reporter.report_to(self._increment_counter, self.mr.set_status)
         if self.task_identity is not None:
             # As mrjob starts a task (``--step-num=N --mapper``): its load_args finds is_task() True, which its
             # docstring says a job loads what only its tasks need by (a job skipping that wrote what it should
@@ -593,6 +597,7 @@ class MRJobAdapter(Job):
             self._note_input()
 
     def teardown(self) -> None:
+        mrjob_reporter.report_to(None, None)
         task_status.flush()  # (the engine flushes as the attempt ends; outside an attempt, run by hand, this does)
         _set_environment({})
         _leave(self.mrjob_workdir)

@@ -2216,3 +2216,43 @@ def test_a_job_given_no_input_reads_standard_input_as_mrjob_does(tmp_path: Path)
     refused = hop_fails(str(tmp_path / "job.py"), "-o", "out", cwd=tmp_path)
     assert "the following arguments are required: inputs" in refused.stderr, refused.stderr
 
+
+def test_hadoop_streaming_reporter_lines_the_job_writes_count_as_under_mrjob(tmp_path: Path) -> None:
+    """A job written for Hadoop streaming counts by writing ``reporter:counter:GROUP,COUNTER,AMOUNT`` to standard
+    error itself, and sets its status with ``reporter:status:``; mrjob's runners parse them from its tasks' standard
+    error, as Hadoop does. On hop they were printed as they were and counted nowhere."""
+    (tmp_path / "in.txt").write_text("a b\nc\n\nd e f\n")
+    job = write_job(
+        tmp_path,
+        "mr_streaming_counters.py",
+        """
+        import sys
+
+        from mrjob.job import MRJob
+
+
+        class MRStreamingCounters(MRJob):
+            def mapper(self, _, line):
+                sys.stderr.write("reporter:counter:Legacy,words,%d\\n" % len(line.split()))
+                sys.stderr.write("reporter:status:")
+                sys.stderr.write("at %r\\r\\n" % line)
+                print("a line of the job's own", file=sys.stderr)
+                yield "lines", 1
+
+            def reducer(self, key, ones):
+                sys.stderr.write("reporter:counter:Legacy,keys,1\\n")
+                yield key, sum(ones)
+
+
+        if __name__ == "__main__":  # (mrjob's local runner runs the file in its tasks)
+            MRStreamingCounters.run()
+        """,
+    )
+    expected = mrjob_inline(job, [tmp_path / "in.txt"], runner="local")  # (inline's sys.stderr takes bytes)
+    stderr = hop_run(job, [tmp_path / "in.txt"], tmp_path / "out")
+    assert hop_output(job, tmp_path / "out") == expected == Counter({("lines", 4): 1})
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert report["counters"]["user"] == {"Legacy": {"words": 6, "keys": 1}}, report["counters"]["user"]
+    assert "reporter:" not in stderr, stderr
+    assert stderr.count("a line of the job's own") == 4, stderr
+    assert "MRStreamingCounters status (task map 0): at 'd e f'" in stderr, stderr
