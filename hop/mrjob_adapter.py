@@ -24,7 +24,7 @@ What runs as under mrjob (see mrjob's documentation for the semantics):
   finds them (beside the job file) and are in the working directory of every task while it runs, as under
   mrjob; file options are passed to the tasks as absolute paths. ``mapreduce.task.partition`` and the other names
   of the task say which task runs (:func:`_task_environment`).
-- A task's ``load_args`` runs as in mrjob's tasks (:meth:`MRJobAdapter.setup`): ``is_task()`` true,
+- A task's job is made as in mrjob's tasks (:meth:`MRJobAdapter.setup`): its ``load_args`` finds ``is_task()`` true,
   ``options.step_num`` and ``run_mapper``/``run_reducer`` saying which task, file options absolute paths.
 - ``jobconf_from_env("mapreduce.map.input.file")`` names the file a mapper reads, and ``mapreduce.map.input.start``
   and ``mapreduce.map.input.length`` the byte range of it the map reads, as Hadoop streaming and mrjob's runners
@@ -564,14 +564,17 @@ class MRJobAdapter(Job):
             self.mr = self.mrjob_class(args=list(self.mrjob_args))
         for dest, value in self.mrjob_file_options.items():
             setattr(self.mr.options, dest, value)
-        # Counters and status go to hop instead of Hadoop streaming's stderr protocol.
-        self.mr.increment_counter = self._increment_counter
-        self.mr.set_status = task_status.setter(type(self.mr).__name__)
+        self._serve()
         self._input_file: str | None = None
         self._input_split: Split | None = None
         """The input file and range the environment names (:meth:`_note_input`)."""
 
     # Services the mrjob job calls. -------------------------------------------------------------------------------
+    def _serve(self) -> None:
+        """Counters and status go to hop instead of Hadoop streaming's stderr protocol."""
+        self.mr.increment_counter = self._increment_counter
+        self.mr.set_status = task_status.setter(type(self.mr).__name__)
+
     def _increment_counter(self, group: Any, counter: Any, amount: int = 1) -> None:
         if not isinstance(amount, int):
             raise TypeError(f"amount must be an integer, not {amount!r}")  # as mrjob says
@@ -584,15 +587,19 @@ class MRJobAdapter(Job):
         # (A map reading no file, a later step's, has no input file: not the one this process's last map read.)
         unset = [name for names in _INPUT_VARIABLES.values() for name in names]
         _set_environment({**step, **_task_environment(self.task_identity)}, unset=unset)
-        # Hadoop streaming's reporter:counter:/reporter:status: lines the job writes itself count, as under mrjob.
-        mrjob_reporter.report_to(self._increment_counter, self.mr.set_status)
         if self.task_identity is not None:
-            # As mrjob starts a task (``--step-num=N --mapper``): its load_args finds is_task() True, which its
-            # docstring says a job loads what only its tasks need by (a job skipping that wrote what it should
-            # have left out), and reads its file options as paths it can open from here.
+            # The job made as mrjob makes it in a task (``--step-num=N --mapper``): its load_args finds is_task()
+            # True, which its docstring says a job loads what only its tasks need by (a job skipping that wrote what
+            # it should have left out), and reads its file options as paths it can open from here. Its state goes
+            # into the instance the step's functions are bound to (resolved before setup), __init__'s too.
             kind = "--mapper" if self.task_identity.kind == "map" else "--reducer"
             args = [*self.mrjob_task_args, f"--step-num={self.step_number}", kind]
-            call_user("load_args", lambda: self.mr.load_args(args))
+            made = call_user(f"{type(self.mr).__name__}()", lambda: self.mrjob_class(args=args))
+            vars(self.mr).clear()
+            vars(self.mr).update(vars(made))
+            self._serve()
+        # Hadoop streaming's reporter:counter:/reporter:status: lines the job writes itself count, as under mrjob.
+        mrjob_reporter.report_to(self._increment_counter, self.mr.set_status)
         if self.input_file is not None:  # a map: its mapper_init may already ask which file it reads
             self._note_input()
 

@@ -2121,8 +2121,9 @@ def test_job_help_after_the_separator_is_help_not_an_error(tmp_path: Path) -> No
 def test_load_args_in_a_task_finds_it_is_a_task_and_its_file_options_as_under_mrjob(tmp_path: Path) -> None:
     """mrjob's ``is_task()`` is "mostly useful inside load_args" (its docstring): a job loads what only its tasks need
     there, reading its file options (``add_file_arg``). On hop it was False in every task, so such a job skipped it
-    and wrote words it was told to leave out, without an error. A task's ``load_args`` now sees ``is_task()`` True,
-    its step (``--step-num``) and kind, and its file options as paths it can open from the task's directory."""
+    and wrote words it was told to leave out, without an error. A task's job is now made as mrjob makes it:
+    ``load_args`` (and ``__init__``) see ``is_task()`` True, its step (``--step-num``) and kind, and its file options
+    as paths it can open from the task's directory."""
     (tmp_path / "in.txt").write_text("the cat\nthe dog and the cat\n")
     (tmp_path / "stops.txt").write_text("the\nand\n")
     job = write_job(
@@ -2133,6 +2134,10 @@ def test_load_args_in_a_task_finds_it_is_a_task_and_its_file_options_as_under_mr
 
 
         class MRIsTask(MRJob):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                self.made = "in a task" if self.is_task() else "to launch"
+
             def configure_args(self):
                 super().configure_args()
                 self.add_file_arg("--stop-words-file")
@@ -2151,12 +2156,12 @@ def test_load_args_in_a_task_finds_it_is_a_task_and_its_file_options_as_under_mr
                         yield word, [self.kind, self.options.step_num]
 
             def reducer(self, word, seen):
-                yield word, [len(list(seen)), self.kind, self.options.step_num]
+                yield word, [len(list(seen)), self.kind, self.options.step_num, self.made]
         """,
     )
     args = ("--stop-words-file", "stops.txt")
     expected = mrjob_inline(job, [tmp_path / "in.txt"], *args, cwd=tmp_path)
-    assert expected == Counter({("cat", (2, "reducer", 0)): 1, ("dog", (1, "reducer", 0)): 1}), expected
+    assert expected == Counter({("cat", (2, "reducer", 0, "in a task")): 1, ("dog", (1, "reducer", 0, "in a task")): 1})
     hop_run(job, [tmp_path / "in.txt"], tmp_path / "out", *args, cwd=tmp_path)
     assert hop_output(job, tmp_path / "out", *args) == expected
 
@@ -2182,7 +2187,7 @@ def test_a_tasks_load_args_that_raises_is_named_with_the_jobs_traceback(tmp_path
     )
     failed = hop_fails("--mrjob", str(job), "in.txt", "-o", "out", cwd=tmp_path)
     assert failed.returncode == 1, failed.stderr
-    assert "job failed: load_args raised FileNotFoundError" in failed.stderr, failed.stderr
+    assert "job failed: MRLoadModel() raised FileNotFoundError" in failed.stderr, failed.stderr
     assert 'mr_load_model.py", line 9, in load_args' in failed.stderr, failed.stderr
 
 
