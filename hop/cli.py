@@ -24,7 +24,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from hop import prelaunch, worker_options
 from hop.claims import input_claimed, inputs_left_partial, output_written_by_job, running_outputs
@@ -1246,6 +1246,35 @@ def _command_parser(parser: argparse.ArgumentParser, argv: list[str]) -> argpars
     return parser
 
 
+class _NoInputs(Exception):
+    """``hop run --mrjob JOB -o OUT`` was given no input (:func:`_parse_known_args`)."""
+
+
+def _parse_known_args(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """``parser.parse_known_args(argv)``; for ``hop run --mrjob`` (or ``submit``) given no input, with standard
+    input (``-``) as its input, as an mrjob job reads it given none (``python mr_job.py < IN``): hop's usage error
+    for the missing inputs was all a user moving that command got. (Inputs stay required otherwise: an optional
+    positional would be matched, empty, before the options that may come between the job and its inputs.)"""
+    if argv[:1] not in (["run"], ["submit"]) or "--mrjob" not in argv:
+        return parser.parse_known_args(argv)
+    command = _command_parser(parser, argv)
+    complain = command.error
+
+    def error(message: str) -> NoReturn:
+        if message.endswith("required: inputs"):
+            raise _NoInputs
+        complain(message)
+
+    command.error = error  # type: ignore[method-assign]
+    try:
+        return parser.parse_known_args(argv)
+    except _NoInputs:
+        pass
+    finally:
+        command.error = complain  # type: ignore[method-assign]
+    return parser.parse_known_args([*argv, STDIN])
+
+
 def main(argv: list[str] | None = None) -> int:
     # SIGTERM (``kill``, a timeout) and SIGHUP (the terminal closed) end a run like Ctrl-C does: the embedded
     # cluster is stopped on the way out.
@@ -1262,7 +1291,7 @@ def main(argv: list[str] | None = None) -> int:
         # (inside the try: a Ctrl-C while the parser was built, some 20 ms, printed an Interrupted traceback and
         # exited 1)
         parser = build_parser(continuous)
-        args, unknown = parser.parse_known_args(argv)
+        args, unknown = _parse_known_args(parser, argv)
         if unknown:
             hints = _mrjob_options_hint(argv, unknown) + _submit_workers_hint(argv, unknown)
             message = f"unrecognized arguments: {' '.join(unknown)}{hints}"

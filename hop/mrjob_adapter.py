@@ -10,6 +10,8 @@ What runs as under mrjob (see mrjob's documentation for the semantics):
   as Hadoop would: ``hop.mrjob_codec``), OUTPUT_PROTOCOL writes the output, so the ``part-*`` files hold exactly
   the lines mrjob writes. Float NaN keys group as one key, as mrjob groups their JSON text ``NaN``.
   ``SORT_VALUES`` sorts each key's values by their encoded form, as under Hadoop, for the reducer and the combiner.
+- Hadoop streaming's ``reporter:counter:GROUP,COUNTER,AMOUNT`` and ``reporter:status:MESSAGE`` lines the job
+  writes to ``sys.stderr`` itself count and set the status, as mrjob's runners parse them (``hop.mrjob_reporter``).
 - ``increment_counter`` adds to hop's user counters (``_job.json``, and printed under the summary line).
   ``set_status`` sends the message to the coordinator (``hop.task_status``), which ``hop run`` and ``hop submit``
   print as ``hop: JOB status (task map 3): MESSAGE`` above their progress bars and ``hop status JOB_ID`` shows:
@@ -22,6 +24,8 @@ What runs as under mrjob (see mrjob's documentation for the semantics):
   finds them (beside the job file) and are in the working directory of every task while it runs, as under
   mrjob; file options are passed to the tasks as absolute paths. ``mapreduce.task.partition`` and the other names
   of the task say which task runs (:func:`_task_environment`).
+- A task's job is made as in mrjob's tasks (:meth:`MRJobAdapter.setup`): its ``load_args`` finds ``is_task()`` true,
+  ``options.step_num`` and ``run_mapper``/``run_reducer`` saying which task, file options absolute paths.
 - ``jobconf_from_env("mapreduce.map.input.file")`` names the file a mapper reads, and ``mapreduce.map.input.start``
   and ``mapreduce.map.input.length`` the byte range of it the map reads, as Hadoop streaming and mrjob's runners
   set them (:func:`_input_environment`; the old names, ``map.input.file``..., are set too, as mrjob's local runners
@@ -68,7 +72,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from hop import task_status
+from hop import mrjob_reporter, task_status
 from hop.inputs import Split
 from hop.job import Job, Step, TaskIdentity
 from hop.loader import JobFileError
@@ -77,6 +81,7 @@ from hop.mrjob_jobconf import step_jobconfs
 from hop.mrjob_loader import MRJobNotAvailable, load_mrjob_file
 from hop.outputs import JOB_REPORT, OutputWriteError, output_write_error, write_job_report, writing_output
 from hop.spilldirs import make_marked_dir
+from hop.usercode import call_user
 from hop.usertrace import user_traceback
 
 __all__ = ["MRJobAdapter", "MRJobNotAvailable", "MRJobRun", "load_mrjob_file", "rewrite_output"]
@@ -136,6 +141,7 @@ class MRJobRun:
             jobconfs = step_jobconfs(mr, path)
             links = _task_files(mr, path)
             file_options = _file_options(mr, path)  # (before the working directory: it may refuse one)
+            task_args = _task_args(mr)
         self.whole_files = mr.steps()[0]["mapper_raw"] is not None
         """Whether the first step's maps read each input file whole (``mapper_raw``: the spec's ``whole_files``)."""
         self.step_reducers: list[int | None] = [conf.reducers for conf in jobconfs]
@@ -175,6 +181,7 @@ class MRJobRun:
             "mrjob_args": list(job_args),
             "mrjob_workdir": self.workdir,
             "mrjob_file_options": file_options,
+            "mrjob_task_args": task_args,
             "mrjob_environments": [conf.environment for conf in jobconfs],
         }
         self.job_class: type[Job] = type(self.mrjob_class.__name__, (MRJobAdapter,), attributes)
@@ -409,6 +416,25 @@ def _file_options(mr: Any, path: str) -> dict[str, Any]:
     return options
 
 
+def _task_args(mr: Any) -> list[str]:
+    """The job's arguments as mrjob gives them to its tasks (``MRJob._non_option_kwargs``' ``extra_args``): its own
+    options (``add_passthru_arg``), and its file options (``add_file_arg``) as absolute paths, since a task runs in
+    another working directory; not mrjob's runner options. A task's ``load_args`` reads them, with which task it is
+    (:meth:`MRJobAdapter.setup`)."""
+    from mrjob.options import _parse_raw_args  # (mrjob is imported only for an mrjob job: hop.mrjob_loader)
+
+    args: list[str] = []
+    for dest, option, values in _parse_raw_args(mr.arg_parser, mr._cl_args):
+        if dest in mr._file_arg_dests:
+            args += [option, os.path.abspath(os.path.expanduser(values[0].partition("#")[0]))]
+        elif dest in mr._passthru_arg_dests:
+            if option and len(values) == 1 and values[0].startswith("-"):  # (--offset=-5: as mrjob passes it)
+                args.append(f"{option}={values[0]}")
+            else:
+                args += [*([option] if option else []), *values]
+    return args
+
+
 def _importable_job_module(mrjob_class: type[Any]) -> None:
     """Make the job file's module importable by its name in a task process, as the module of the classes it
     defines: the job's code came pickled by value (``hop.jobspec``), so no module of that name is there, and
@@ -526,6 +552,8 @@ class MRJobAdapter(Job):
     mrjob_args: list[str] = []
     mrjob_workdir: str | None = None
     mrjob_file_options: dict[str, Any] = {}
+    mrjob_task_args: list[str] = []
+    """The job's own arguments as mrjob passes them to its tasks (:func:`_task_args`)."""
     mrjob_environments: list[dict[str, str]] = []
     """Each step's jobconf as its tasks' environment variables (``hop.mrjob_jobconf.StepJobconf.environment``)."""
 
@@ -536,14 +564,17 @@ class MRJobAdapter(Job):
             self.mr = self.mrjob_class(args=list(self.mrjob_args))
         for dest, value in self.mrjob_file_options.items():
             setattr(self.mr.options, dest, value)
-        # Counters and status go to hop instead of Hadoop streaming's stderr protocol.
-        self.mr.increment_counter = self._increment_counter
-        self.mr.set_status = task_status.setter(type(self.mr).__name__)
+        self._serve()
         self._input_file: str | None = None
         self._input_split: Split | None = None
         """The input file and range the environment names (:meth:`_note_input`)."""
 
     # Services the mrjob job calls. -------------------------------------------------------------------------------
+    def _serve(self) -> None:
+        """Counters and status go to hop instead of Hadoop streaming's stderr protocol."""
+        self.mr.increment_counter = self._increment_counter
+        self.mr.set_status = task_status.setter(type(self.mr).__name__)
+
     def _increment_counter(self, group: Any, counter: Any, amount: int = 1) -> None:
         if not isinstance(amount, int):
             raise TypeError(f"amount must be an integer, not {amount!r}")  # as mrjob says
@@ -556,10 +587,24 @@ class MRJobAdapter(Job):
         # (A map reading no file, a later step's, has no input file: not the one this process's last map read.)
         unset = [name for names in _INPUT_VARIABLES.values() for name in names]
         _set_environment({**step, **_task_environment(self.task_identity)}, unset=unset)
+        if self.task_identity is not None:
+            # The job made as mrjob makes it in a task (``--step-num=N --mapper``): its load_args finds is_task()
+            # True, which its docstring says a job loads what only its tasks need by (a job skipping that wrote what
+            # it should have left out), and reads its file options as paths it can open from here. Its state goes
+            # into the instance the step's functions are bound to (resolved before setup), __init__'s too.
+            kind = "--mapper" if self.task_identity.kind == "map" else "--reducer"
+            args = [*self.mrjob_task_args, f"--step-num={self.step_number}", kind]
+            made = call_user(f"{type(self.mr).__name__}()", lambda: self.mrjob_class(args=args))
+            vars(self.mr).clear()
+            vars(self.mr).update(vars(made))
+            self._serve()
+        # Hadoop streaming's reporter:counter:/reporter:status: lines the job writes itself count, as under mrjob.
+        mrjob_reporter.report_to(self._increment_counter, self.mr.set_status)
         if self.input_file is not None:  # a map: its mapper_init may already ask which file it reads
             self._note_input()
 
     def teardown(self) -> None:
+        mrjob_reporter.report_to(None, None)
         task_status.flush()  # (the engine flushes as the attempt ends; outside an attempt, run by hand, this does)
         _set_environment({})
         _leave(self.mrjob_workdir)

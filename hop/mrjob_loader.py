@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.machinery
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -54,7 +56,13 @@ def load_mrjob_file(path: str, job_class: str | None = None) -> type[Any]:
     if not file.is_file():
         raise JobFileError(f"mrjob file {path} does not exist")
     name = f"hop_mrjob_{file.stem}_{hashlib.sha1(str(file.resolve()).encode()).hexdigest()[:8]}"
-    spec = importlib.util.spec_from_file_location(name, file)
+    # Read as Python source whatever its name ends with, as `python mr_job` runs a job file named without .py (the
+    # default finder takes only .py files, and refused it as no Python module).
+    # (An absolute path, as the default gives it: the job's tracebacks name the file so.)
+    location = os.path.abspath(path)
+    spec = importlib.util.spec_from_file_location(
+        name, location, loader=importlib.machinery.SourceFileLoader(name, location)
+    )
     if spec is None or spec.loader is None:
         raise JobFileError(f"mrjob file {path} is not a Python module")
     module = importlib.util.module_from_spec(spec)

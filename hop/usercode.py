@@ -173,9 +173,12 @@ def _bytes_shown(shown: str) -> str:
 def call_user(where: str, function: Callable[[], Any], record: str | None = None) -> Any:
     """``function()`` (user code: ``where`` says which, ``record`` what it was working on); what it returns, or a
     :class:`UserCodeError` (chained to the original exception) if it raised one of :data:`TASK_FAILURES` (its
-    callers run in hop's task processes)."""
+    callers run in hop's task processes). One raised by a ``call_user`` inside it passes as it is: it names the
+    user's code that failed more closely (an mrjob job's ``load_args``, called by its adapter's ``setup``)."""
     try:
         return function()
+    except UserCodeError:
+        raise
     except TASK_FAILURES as error:
         raise UserCodeError(where, error, record) from error
 

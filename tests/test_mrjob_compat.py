@@ -13,6 +13,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -2115,3 +2116,148 @@ def test_job_help_after_the_separator_is_help_not_an_error(tmp_path: Path) -> No
     assert result.returncode == 0, result.stderr
     assert "how many words to keep" in result.stdout and "bad job arguments" not in result.stderr, result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_load_args_in_a_task_finds_it_is_a_task_and_its_file_options_as_under_mrjob(tmp_path: Path) -> None:
+    """mrjob's ``is_task()`` is "mostly useful inside load_args" (its docstring): a job loads what only its tasks need
+    there, reading its file options (``add_file_arg``). On hop it was False in every task, so such a job skipped it
+    and wrote words it was told to leave out, without an error. A task's job is now made as mrjob makes it:
+    ``load_args`` (and ``__init__``) see ``is_task()`` True, its step (``--step-num``) and kind, and its file options
+    as paths it can open from the task's directory."""
+    (tmp_path / "in.txt").write_text("the cat\nthe dog and the cat\n")
+    (tmp_path / "stops.txt").write_text("the\nand\n")
+    job = write_job(
+        tmp_path,
+        "mr_is_task.py",
+        """
+        from mrjob.job import MRJob
+
+
+        class MRIsTask(MRJob):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                self.made = "in a task" if self.is_task() else "to launch"
+
+            def configure_args(self):
+                super().configure_args()
+                self.add_file_arg("--stop-words-file")
+
+            def load_args(self, args):
+                super().load_args(args)
+                self.stop_words = set()
+                self.kind = "mapper" if self.options.run_mapper else "reducer" if self.options.run_reducer else None
+                if self.is_task() and self.options.stop_words_file:
+                    with open(self.options.stop_words_file) as words:
+                        self.stop_words = set(words.read().split())
+
+            def mapper(self, _, line):
+                for word in line.split():
+                    if word not in self.stop_words:
+                        yield word, [self.kind, self.options.step_num]
+
+            def reducer(self, word, seen):
+                yield word, [len(list(seen)), self.kind, self.options.step_num, self.made]
+        """,
+    )
+    args = ("--stop-words-file", "stops.txt")
+    expected = mrjob_inline(job, [tmp_path / "in.txt"], *args, cwd=tmp_path)
+    assert expected == Counter({("cat", (2, "reducer", 0, "in a task")): 1, ("dog", (1, "reducer", 0, "in a task")): 1})
+    hop_run(job, [tmp_path / "in.txt"], tmp_path / "out", *args, cwd=tmp_path)
+    assert hop_output(job, tmp_path / "out", *args) == expected
+
+
+def test_a_tasks_load_args_that_raises_is_named_with_the_jobs_traceback(tmp_path: Path) -> None:
+    (tmp_path / "in.txt").write_text("a b\n")
+    job = write_job(
+        tmp_path,
+        "mr_load_model.py",
+        """
+        from mrjob.job import MRJob
+
+
+        class MRLoadModel(MRJob):
+            def load_args(self, args):
+                super().load_args(args)
+                if self.is_task():
+                    self.model = open("model.bin").read()
+
+            def mapper(self, _, line):
+                yield line, len(self.model)
+        """,
+    )
+    failed = hop_fails("--mrjob", str(job), "in.txt", "-o", "out", cwd=tmp_path)
+    assert failed.returncode == 1, failed.stderr
+    assert "job failed: MRLoadModel() raised FileNotFoundError" in failed.stderr, failed.stderr
+    assert 'mr_load_model.py", line 9, in load_args' in failed.stderr, failed.stderr
+
+
+def test_a_job_file_named_without_py_runs_as_python_runs_it(tmp_path: Path) -> None:
+    """``python mr_count`` runs a job file named without ``.py`` (an executable script); hop refused it as "not a
+    Python module"."""
+    (tmp_path / "in.txt").write_text("b a\nb\n")
+    job = tmp_path / "mr_count"
+    job.write_text((EXAMPLES / "mr_word_freq_count.py").read_text())
+    hop_run(job, [tmp_path / "in.txt"], tmp_path / "out")
+    lines = sorted(line for part in (tmp_path / "out").glob("part-*") for line in part.read_text().splitlines())
+    assert lines == ['"a"\t1', '"b"\t2']
+
+
+def test_a_job_given_no_input_reads_standard_input_as_mrjob_does(tmp_path: Path) -> None:
+    """``python mr_job.py < IN`` reads standard input, given no input; ``hop run --mrjob mr_job.py -o OUT < IN``
+    failed with hop's usage error (inputs required). It reads standard input now; a hop job still needs inputs."""
+    (tmp_path / "in.txt").write_text("b a\nb\n")
+    job = EXAMPLES / "mr_word_freq_count.py"
+    expected = mrjob_inline(job, [tmp_path / "in.txt"])
+    for command in (["--mrjob", str(job), "-o", "out", "--quiet"], ["--quiet", "--mrjob", "-o", "out", str(job)]):
+        with open(tmp_path / "in.txt", "rb") as stdin:
+            result = subprocess.run(
+                [sys.executable, "-m", "hop", "run", *command], stdin=stdin, capture_output=True, text=True,
+                timeout=TIMEOUT, cwd=tmp_path,
+            )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        assert hop_output(job, tmp_path / "out") == expected
+        assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt", "out"], "standard input's copy removed"
+        shutil.rmtree(tmp_path / "out")
+    refused = hop_fails(str(tmp_path / "job.py"), "-o", "out", cwd=tmp_path)
+    assert "the following arguments are required: inputs" in refused.stderr, refused.stderr
+
+
+def test_hadoop_streaming_reporter_lines_the_job_writes_count_as_under_mrjob(tmp_path: Path) -> None:
+    """A job written for Hadoop streaming counts by writing ``reporter:counter:GROUP,COUNTER,AMOUNT`` to standard
+    error itself, and sets its status with ``reporter:status:``; mrjob's runners parse them from its tasks' standard
+    error, as Hadoop does. On hop they were printed as they were and counted nowhere."""
+    (tmp_path / "in.txt").write_text("a b\nc\n\nd e f\n")
+    job = write_job(
+        tmp_path,
+        "mr_streaming_counters.py",
+        """
+        import sys
+
+        from mrjob.job import MRJob
+
+
+        class MRStreamingCounters(MRJob):
+            def mapper(self, _, line):
+                sys.stderr.write("reporter:counter:Legacy,words,%d\\n" % len(line.split()))
+                sys.stderr.write("reporter:status:")
+                sys.stderr.write("at %r\\r\\n" % line)
+                print("a line of the job's own", file=sys.stderr)
+                yield "lines", 1
+
+            def reducer(self, key, ones):
+                sys.stderr.write("reporter:counter:Legacy,keys,1\\n")
+                yield key, sum(ones)
+
+
+        if __name__ == "__main__":  # (mrjob's local runner runs the file in its tasks)
+            MRStreamingCounters.run()
+        """,
+    )
+    expected = mrjob_inline(job, [tmp_path / "in.txt"], runner="local")  # (inline's sys.stderr takes bytes)
+    stderr = hop_run(job, [tmp_path / "in.txt"], tmp_path / "out")
+    assert hop_output(job, tmp_path / "out") == expected == Counter({("lines", 4): 1})
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert report["counters"]["user"] == {"Legacy": {"words": 6, "keys": 1}}, report["counters"]["user"]
+    assert "reporter:" not in stderr, stderr
+    assert stderr.count("a line of the job's own") == 4, stderr
+    assert "MRStreamingCounters status (task map 0): at 'd e f'" in stderr, stderr
