@@ -16,6 +16,8 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from hop import task_status
+
 __all__ = ["report_to"]
 
 _COUNTER = re.compile(r"reporter:counter:([^,]*),([^,]*),(-?\d+)")
@@ -31,11 +33,16 @@ class _ReporterStream:
         self.stream = stream
         self.counter: Callable[[str, str, int], None] | None = None
         self.status: Callable[[str], None] | None = None
+        self.attempt = 0
+        """The task attempt whose the counter and status are (``hop.task_status.current_attempt``): lines written
+        in another pass through, as a failed attempt, which gets no ``teardown``, left them set for the next."""
         self._line = ""
 
     def write(self, text: str) -> int:
-        if self.counter is None or self.status is None:
-            return self.stream.write(text)
+        if self.counter is None or self.status is None or task_status.current_attempt() != self.attempt:
+            held, self._line = self._line, ""  # (an unended line of the attempt before goes first, as text)
+            self.stream.write(held + text)
+            return len(text)
         pending = self._line + text
         *lines, self._line = pending.split("\n")
         passed = []
@@ -67,8 +74,8 @@ class _ReporterStream:
 
 def report_to(counter: Callable[[str, str, int], None] | None, status: Callable[[str], None] | None) -> None:
     """From now on, route the reporter lines written to ``sys.stderr`` to ``counter(group, name, amount)`` and
-    ``status(message)``; ``None`` for both: pass them through again (a task's end). The stream is wrapped once per
-    process: a failed attempt, which gets no ``teardown``, leaves it to the next attempt to retarget."""
+    ``status(message)``, while the task attempt running now runs; ``None`` for both: pass them through again (a task's
+    end). The stream is wrapped once per process."""
     stream = sys.stderr
     if not isinstance(stream, _ReporterStream):
         if counter is None:
@@ -77,3 +84,4 @@ def report_to(counter: Callable[[str, str, int], None] | None, status: Callable[
         sys.stderr = stream
     stream.flush()  # (a line left unended by the task before goes out as it is)
     stream.counter, stream.status = counter, status
+    stream.attempt = task_status.current_attempt()

@@ -56,20 +56,32 @@ _owner: object = ""
 attempt)."""
 _flushed_at_exit = False
 """Whether :func:`flush` runs as this process exits (registered with the first message printed outside an attempt)."""
+_attempts_begun = 0
+_attempt = 0
+"""The number of the attempt this process runs (:func:`reporting`: 1, 2... in the order they began), 0 outside one."""
 
 
 @contextmanager
 def reporting(send: Callable[[str], None]) -> Iterator[None]:
     """While the block runs (one task attempt), :func:`report` sends through ``send``; the attempt's first message
     goes at once, whatever the attempt before it in this process sent."""
-    global _sender
+    global _sender, _attempts_begun, _attempt
     _forget()
     _sender = send
+    _attempts_begun += 1
+    _attempt = _attempts_begun
     try:
         yield
     finally:
         _sender = None
+        _attempt = 0
         _forget()
+
+
+def current_attempt() -> int:
+    """Which attempt this process runs: a number no other attempt of this process has, while it runs (0 outside
+    any). What a task's hook set up for its attempt (its own ``teardown`` skipped by a failure) can tell it by."""
+    return _attempt
 
 
 def _forget() -> None:

@@ -2261,3 +2261,29 @@ def test_hadoop_streaming_reporter_lines_the_job_writes_count_as_under_mrjob(tmp
     assert "reporter:" not in stderr, stderr
     assert stderr.count("a line of the job's own") == 4, stderr
     assert "MRStreamingCounters status (task map 0): at 'd e f'" in stderr, stderr
+
+
+def test_reporter_lines_of_a_later_attempt_are_not_taken_by_a_failed_ones_counters(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A task process runs attempts one after another, of any job. An mrjob attempt that failed gets no teardown, so
+    its reporter-line routing stayed set: a later attempt's ``reporter:counter:`` line (a hop job writing one, which
+    is its own text) went to the failed attempt's counters and was never printed."""
+    import sys
+
+    from hop import mrjob_reporter, task_status
+
+    failed: list[tuple[str, str, int]] = []
+    real_stderr = sys.stderr
+    try:
+        with task_status.reporting(lambda message: None):  # the mrjob attempt, which fails: no report_to(None, None)
+            mrjob_reporter.report_to(lambda *counted: failed.append(counted), lambda message: None)
+            sys.stderr.write("reporter:counter:Old,n,1\n")
+        with task_status.reporting(lambda message: None):  # the next attempt in the same process
+            sys.stderr.write("reporter:counter:Later,n,2\n")
+            sys.stderr.flush()
+    finally:
+        mrjob_reporter.report_to(None, None)
+        sys.stderr = real_stderr
+    assert failed == [("Old", "n", 1)]
+    assert "reporter:counter:Later,n,2\n" in capsys.readouterr().err
