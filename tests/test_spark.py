@@ -1187,15 +1187,21 @@ def test_compare_outputs_of_an_int_no_float_holds_beside_a_float_says_how_they_d
 def test_compare_outputs_of_ints_past_pythons_digit_limit(tmp_path: Path) -> None:
     """An output value of more than 4,300 digits (tests/jobs/big_ints.py's, on either engine) failed ``hop compare``
     with "ValueError: Exceeds the limit (4300 digits) for integer string conversion" once both engines had run; its
-    verdict writes such a value too. The limit is Python's default again after."""
+    verdict writes such a value too. The limit is what it was again after (Python's default here: a test run before
+    in this process may have lifted it, as a Spark task's job does, hop.spark_tasks)."""
     big = "1" + "0" * 5000
     hop_out = write_output(tmp_path / "hop-out", [f'"a"\t{big}', f'"b"\t{big}'])
     other = write_output(tmp_path / "other", [f'"a"\t{big}', f'"b"\t{big}1'])
-    result = compare_outputs(hop_out, other, 1e-9)
-    assert (result["equal"], result["differing_keys"], result["keys"]) == (False, 1, 2)
-    summary = {"equal": False, "tolerance": 1e-9, "error": None, "comparison": result, "engines": {}}
-    assert f'key "b": hop [{big}], spark [{big}1]' in format_table(summary)
-    assert compare_outputs(hop_out, hop_out, 0.0)["equal"] and sys.get_int_max_str_digits() == 4300
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(4300)
+    try:
+        result = compare_outputs(hop_out, other, 1e-9)
+        assert (result["equal"], result["differing_keys"], result["keys"]) == (False, 1, 2)
+        summary = {"equal": False, "tolerance": 1e-9, "error": None, "comparison": result, "engines": {}}
+        assert f'key "b": hop [{big}], spark [{big}1]' in format_table(summary)
+        assert compare_outputs(hop_out, hop_out, 0.0)["equal"] and sys.get_int_max_str_digits() == 4300
+    finally:
+        sys.set_int_max_str_digits(limit)
 
 
 @pytest.mark.parametrize("tolerance", ["-1", "nan"])
