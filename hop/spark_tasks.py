@@ -47,7 +47,7 @@ from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import load_job_class
 from hop.jsonline import NotJSONError, to_json, to_json_key
 from hop.outputs import output_removed
-from hop.usercode import USER_FAILURES, NoStandardInput, UserCodeError, describe_record, fold_error, sendable
+from hop.usercode import TASK_FAILURES, NoStandardInput, UserCodeError, describe_record, fold_error, sendable
 from hop.usertrace import not_pairs
 from shuffle import codec
 from shuffle.buffer import (
@@ -214,7 +214,7 @@ def _new_job(job_code: bytes) -> Job:
 def _guard(where: str, function: Callable[[], Any]) -> Any:
     try:
         return function()
-    except USER_FAILURES as error:
+    except TASK_FAILURES as error:
         raise TaskFailure.of(where, error, None) from None
 
 
@@ -413,7 +413,7 @@ def _hook_pairs(where: str, hook: Callable[[], Iterable[tuple[Any, Any]] | None]
     try:
         output = hook()
         return [(key, value) for key, value in checked_pairs(output or ())]
-    except USER_FAILURES as error:
+    except TASK_FAILURES as error:
         raise TaskFailure.of(where, not_pairs(where, error, output), None) from None
 
 
@@ -470,7 +470,9 @@ def _mapped(
             raise
         except InputError as error:
             raise TaskFailure.of_task("map", error) from None
-        except USER_FAILURES as error:
+        except TASK_FAILURES as error:
+            if isinstance(error, GeneratorExit):
+                raise  # (closed at its yield by Spark: the map did not fail)
             raise TaskFailure.of("map", not_pairs("map", error, output), position.describe()) from None
     counts["map_input_records"] += input_records
     counts["map_output_records"] += output_records
@@ -543,7 +545,7 @@ def _combine(
         try:
             output = combiner(key, values)
             combined = [(out_key, out_value) for out_key, out_value in checked_pairs(output or ())]
-        except USER_FAILURES as error:
+        except TASK_FAILURES as error:
             raise TaskFailure.of("combine", not_pairs("combine", error, output), f"key {key!r}") from None
         for value in _kept_key_values(key, combined):
             try:
@@ -680,7 +682,7 @@ def _fold(aggregate: Aggregate, state: Any, key: Any, value: Any, position: _Pos
                 raise none_state_error(aggregate, key, value)
             return state
         return aggregate.merge(state, aggregate.lift(value))
-    except USER_FAILURES as error:
+    except TASK_FAILURES as error:
         raise TaskFailure.of("map", fold_error(aggregate, (key, value), error), position.describe()) from None
 
 
@@ -703,7 +705,7 @@ class AggregateFold:
     def merge(self, state: Any, other: Any) -> Any:
         try:
             return self.aggregate.merge(state, other)
-        except Exception as error:
+        except TASK_FAILURES as error:
             raise TaskFailure.of("combine", error, None).in_step(self.step) from None
 
 
@@ -748,7 +750,7 @@ class UserPartition:
             job = _partition_jobs[self.job_code] = _new_job(self.job_code)
         try:
             partition = job.partition(key, self.num_reduces)
-        except USER_FAILURES as error:
+        except TASK_FAILURES as error:
             raise TaskFailure.of("partition", error, f"key {key!r}").in_step(self.step) from None
         if type(partition) is not int or not 0 <= partition < self.num_reduces:
             problem = PartitionError(
@@ -803,7 +805,7 @@ def _reduce_task(plan: StepPlan, counters: StepCounters, items: Iterable[tuple[A
         try:
             output = reducer(key, iter(values))
             lines = [f"{to_json_key(k)}\t{to_json(v)}\n" for k, v in checked_pairs(output or ())]
-        except USER_FAILURES as error:
+        except TASK_FAILURES as error:
             failure = not_pairs("reduce", error, output)
             if isinstance(failure, NotJSONError):  # (the message names what to yield: no frame of the user's raised it)
                 raise TaskFailure.of_output("reduce", failure, f"key {key!r}") from None

@@ -638,6 +638,39 @@ def map_failure(job: str, job_class: str | None, step: int, input_format: str, i
     return failure_of(failed.value) or ("", "")
 
 
+@pytest.mark.parametrize(
+    ("job_class", "reason"),
+    [
+        ("CancelledInMap", "map at {source} byte offset 4: 'c boom d' raised CancelledError: the map's request was"),
+        ("CancelledInSetup", "setup raised CancelledError: the setup's request was cancelled"),
+        ("HaltsInReduce", "reduce at key 'boom' raised Halt: the reduce halted"),
+    ],
+)
+def test_a_user_error_that_is_no_exception_fails_the_spark_task_as_on_hop(
+    tmp_path: Path, job_class: str, reason: str
+) -> None:
+    """An ``asyncio.CancelledError`` or a job's own ``BaseException`` subclass passed the Spark task's handlers (they
+    caught ``Exception`` and ``SystemExit``) and ended its Python worker: Spark's "Python worker exited unexpectedly",
+    naming no record. It now fails as on hop's engine (test_engine.py), naming the record or key and showing the
+    user's traceback. The tasks run here, outside Spark."""
+    from hop.inputs import Split
+    from hop.jobspec import dump_job_class
+    from hop.loader import load_job_file
+    from hop.spark_tasks import StepPlan, TaskFailure, failure_of, reduce_task
+
+    source = tmp_path / "in.txt"
+    source.write_text("a b\nc boom d\n")
+    if job_class == "HaltsInReduce":
+        plan = StepPlan(dump_job_class(load_job_file(job_path("odd_exceptions"), job_class)), 0, 1, "text")
+        with pytest.raises(TaskFailure) as failed:
+            list(reduce_task(plan, None, [("a", [1]), ("boom", [1])]))  # type: ignore[arg-type]
+        reason_found, shown = failure_of(failed.value) or ("", "")
+    else:
+        reason_found, shown = map_failure("odd_exceptions", job_class, 0, "text", [Split(str(source), 0, -1)])
+    assert reason_found.startswith(reason.format(source=source)), reason_found
+    assert 'odd_exceptions.py", line ' in (shown or ""), shown
+
+
 @pytest.mark.parametrize("job_class", ["MapYieldsCodes", "CombineYieldsSet", "ReduceYieldsText"])
 def test_a_str_or_set_given_as_a_pair_is_refused_as_on_hop(tmp_path: Path, job_class: str) -> None:
     """A map yielding a two-letter code, a combine a two-item set and a reduce its key alone ran on Spark, as on
