@@ -107,6 +107,11 @@ def label_order(label: str) -> str:
     return label[:-1] + ".000000Z" if label.endswith("Z") and "." not in label else label
 
 
+_DECIMAL_BELOW = 2.0**50
+"""Scaled stamps (microseconds) below which a product just under a whole microsecond is decided by the stamp's
+decimal text (:meth:`WindowSpec.scale`): past it a product's ulp is a quarter microsecond or more."""
+
+
 @dataclass(frozen=True)
 class WindowSpec:
     """Range and slide of the windows, in integer units (microseconds for time)."""
@@ -173,12 +178,11 @@ class WindowSpec:
             return scaled
         if math.isinf(scaled):  # a finite stamp past ~1.8e302 s: its microseconds, exactly, as an int
             return math.floor(fractions.Fraction(position) * 1_000_000)
-        if scaled.is_integer():
-            return int(scaled)
-        ulp = math.ulp(scaled)
-        if ulp <= 0.125 and math.ceil(scaled) - scaled <= 2 * ulp:
+        floor = math.floor(scaled)
+        # (Below 2**50 a product's ulp is at most 1/8 us; compared first, as it decides most stamps at one test.)
+        if abs(scaled) < _DECIMAL_BELOW and scaled != floor and math.ceil(scaled) - scaled <= 2 * math.ulp(scaled):
             return math.floor(decimal.Decimal(repr(float(position))) * 1_000_000)
-        return math.floor(scaled)
+        return floor
 
     def pane_of(self, position: float) -> int:
         """The pane a record at ``position`` (event seconds, ordinal or byte offset) belongs to."""
