@@ -1586,6 +1586,19 @@ def _busy_spark_run(tmp_path: Path, temporary: Path) -> Iterator[subprocess.Pope
             process.wait()
 
 
+def _said_interrupted_and_reported_cancelled(tmp_path: Path, temporary: Path) -> str:
+    """Check what a :func:`_busy_spark_run` ended by Ctrl-C left: its last line ``interrupted``, ``OUT/_job.json``
+    saying the job was cancelled by SIGINT, no ``_SUCCESS``, its temporary directory empty; return what it printed."""
+    printed = (tmp_path / "stderr").read_text()
+    assert printed.endswith("hop: error: interrupted\n"), printed[-2000:]
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    # (as hop's engine reports a batch job cancelled so; it said status "interrupted", hop's engine "failed")
+    assert (report["status"], report["error"]) == ("failed", "cancelled: hop run was interrupted by SIGINT")
+    assert not (tmp_path / "out" / "_SUCCESS").exists()
+    assert os.listdir(temporary) == []
+    return printed
+
+
 def test_ctrl_c_cancels_the_spark_job_and_ends_without_py4j_tracebacks(tmp_path: Path) -> None:
     """Ctrl-C during a Spark run printed 47 lines of py4j tracebacks ("ERROR:root:Exception while sending command",
     "KeyboardInterrupt while sending command": PySpark's handler cancels the jobs inside the py4j call the run waits
@@ -1603,14 +1616,8 @@ def test_ctrl_c_cancels_the_spark_job_and_ends_without_py4j_tracebacks(tmp_path:
         assert list(temporary.glob("hop-spark-tmp-*/blockmgr-*")), "Spark's shuffle folder is in TMPDIR"
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=60) == 130
-    printed = (tmp_path / "stderr").read_text()
-    assert printed.endswith("hop: error: interrupted\n"), printed[-2000:]
+    printed = _said_interrupted_and_reported_cancelled(tmp_path, temporary)
     assert "Traceback" not in printed and "ERROR:root" not in printed and "\tat org.apache" not in printed, printed
-    report = json.loads((tmp_path / "out" / "_job.json").read_text())
-    # (as hop's engine reports a batch job cancelled so; it said status "interrupted", hop's engine "failed")
-    assert (report["status"], report["error"]) == ("failed", "cancelled: hop run was interrupted by SIGINT")
-    assert not (tmp_path / "out" / "_SUCCESS").exists()
-    assert os.listdir(temporary) == []
 
 
 def test_a_ctrl_c_delivered_twice_at_once_cancels_the_spark_job_as_one_does(tmp_path: Path) -> None:
@@ -1627,12 +1634,8 @@ def test_a_ctrl_c_delivered_twice_at_once_cancels_the_spark_job_as_one_does(tmp_
         time.sleep(0.02)  # (past the handler's run for the first, well before the job's cancellation ends)
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=60) == 130
-    printed = (tmp_path / "stderr").read_text()
-    assert printed.endswith("hop: error: interrupted\n"), printed[-2000:]
+    printed = _said_interrupted_and_reported_cancelled(tmp_path, temporary)
     assert "Traceback" not in printed and "\tat org.apache" not in printed and "\norg.apache" not in printed, printed
-    report = json.loads((tmp_path / "out" / "_job.json").read_text())
-    assert (report["status"], report["error"]) == ("failed", "cancelled: hop run was interrupted by SIGINT")
-    assert os.listdir(temporary) == []
 
 
 def test_the_reader_of_its_messages_gone_cancels_the_spark_job_as_on_hop(tmp_path: Path) -> None:
@@ -1868,9 +1871,4 @@ def test_a_second_ctrl_c_ends_the_spark_run_at_once_and_reports_it_as_the_first_
         time.sleep(0.7)  # (a second Ctrl-C, not the first delivered again)
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=60) == 130
-    printed = (tmp_path / "stderr").read_text()
-    assert printed.endswith("hop: error: interrupted\n"), printed[-2000:]
-    report = json.loads((tmp_path / "out" / "_job.json").read_text())
-    assert (report["status"], report["error"]) == ("failed", "cancelled: hop run was interrupted by SIGINT")
-    assert not (tmp_path / "out" / "_SUCCESS").exists()
-    assert os.listdir(temporary) == []
+    _said_interrupted_and_reported_cancelled(tmp_path, temporary)
